@@ -1,0 +1,6 @@
+"""chute's device layer.
+
+Getting batches onto accelerators. Not built yet; see the project's issue tracker.
+"""
+
+__all__: list[str] = []

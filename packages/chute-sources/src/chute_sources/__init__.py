@@ -1,0 +1,79 @@
+"""chute's bottom layer: what a dataset is, and where records come from.
+
+The protocols every later layer builds on (random access, checkpointable iterators,
+record metadata), chute's error types, the record codec, and the sources: range,
+in-memory sequence, shared memory, ArrayRecord, Parquet and NumPy.
+
+Example:
+    >>> from chute_sources import RangeSource, read_records
+    >>> read_records(RangeSource(1, 10, 2), [4, 0])
+    [9, 1]
+"""
+
+from ._array_record import ArrayRecordSource as ArrayRecordSource
+from ._array_record import Decoder as Decoder
+from ._array_record import FileInstruction as FileInstruction
+from ._array_record_writer import shard_paths as shard_paths
+from ._array_record_writer import write_array_record as write_array_record
+from ._base import Source as Source
+from ._codec import decode_record as decode_record
+from ._codec import encode_record as encode_record
+from ._codec import is_encoded_record as is_encoded_record
+from ._errors import ChuteError as ChuteError
+from ._errors import CorruptRecordError as CorruptRecordError
+from ._errors import InvalidStateError as InvalidStateError
+from ._errors import RecordCodecError as RecordCodecError
+from ._errors import RecordIndexError as RecordIndexError
+from ._errors import RecordKeyTypeError as RecordKeyTypeError
+from ._errors import SharedMemoryError as SharedMemoryError
+from ._errors import SourceClosedError as SourceClosedError
+from ._errors import SourceFileError as SourceFileError
+from ._errors import SourceFileNotFoundError as SourceFileNotFoundError
+from ._metadata import RecordMetadata as RecordMetadata
+from ._numpy import NumpySource as NumpySource
+from ._parquet import ParquetSource as ParquetSource
+from ._parquet import ParquetStream as ParquetStream
+from ._protocols import CheckpointableIterator as CheckpointableIterator
+from ._protocols import IteratorState as IteratorState
+from ._protocols import JsonValue as JsonValue
+from ._protocols import RandomAccessDataSource as RandomAccessDataSource
+from ._protocols import SupportsGetItems as SupportsGetItems
+from ._protocols import read_records as read_records
+from ._range import RangeSource as RangeSource
+from ._sequence import SequenceSource as SequenceSource
+from ._shared_memory import SharedMemorySource as SharedMemorySource
+
+__all__ = [
+    "ArrayRecordSource",
+    "CheckpointableIterator",
+    "ChuteError",
+    "CorruptRecordError",
+    "Decoder",
+    "FileInstruction",
+    "InvalidStateError",
+    "IteratorState",
+    "JsonValue",
+    "NumpySource",
+    "ParquetSource",
+    "ParquetStream",
+    "RandomAccessDataSource",
+    "RangeSource",
+    "RecordCodecError",
+    "RecordIndexError",
+    "RecordKeyTypeError",
+    "RecordMetadata",
+    "SequenceSource",
+    "SharedMemoryError",
+    "SharedMemorySource",
+    "Source",
+    "SourceClosedError",
+    "SourceFileError",
+    "SourceFileNotFoundError",
+    "SupportsGetItems",
+    "decode_record",
+    "encode_record",
+    "is_encoded_record",
+    "read_records",
+    "shard_paths",
+    "write_array_record",
+]

@@ -1,0 +1,261 @@
+"""`ArrayRecordSource`: random access over ArrayRecord files."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
+
+import numpy as np
+from array_record.python.array_record_module import ArrayRecordReader
+
+from ._base import Source
+from ._codec import MAGIC, decode_record
+from ._errors import SourceFileError, SourceFileNotFoundError
+from ._paths import PathLike, expand_paths
+
+__all__ = ["ArrayRecordSource", "Decoder", "FileInstruction", "open_array_record_reader"]
+
+Decoder = Literal["auto"] | bool | Callable[[bytes], Any]
+"""How records are decoded: see `ArrayRecordSource`."""
+
+_READER_OPTIONS = "readahead_buffer_size:0"
+_SUFFIXES = (".array_record", ".arrayrecord")
+
+
+@dataclasses.dataclass(frozen=True)
+class FileInstruction:
+    """A slice of one ArrayRecord file whose size is known, so it need not be opened.
+
+    Same fields as the file instructions TFDS produces.
+
+    Attributes:
+        filename: the file.
+        skip: records skipped at the start of the file.
+        take: records used after `skip` (-1: all the rest).
+        examples_in_shard: the number of records in the whole file.
+    """
+
+    filename: str
+    skip: int = 0
+    take: int = -1
+    examples_in_shard: int = -1
+
+    def __post_init__(self) -> None:
+        if self.examples_in_shard < 0:
+            raise ValueError(f"{self}: examples_in_shard must be given (>= 0).")
+        if not 0 <= self.skip <= self.examples_in_shard:
+            raise ValueError(f"{self}: skip must be in [0, examples_in_shard].")
+        if self.take < -1 or self.skip + max(self.take, 0) > self.examples_in_shard:
+            raise ValueError(f"{self}: skip + take exceeds examples_in_shard.")
+
+    @property
+    def num_records(self) -> int:
+        """The number of records this instruction selects."""
+        return self.examples_in_shard - self.skip if self.take == -1 else self.take
+
+
+def open_array_record_reader(path: str, options: str = _READER_OPTIONS) -> ArrayRecordReader:
+    """Opens an ArrayRecord reader, turning a failed open into a clear chute error."""
+    if not os.path.exists(path):
+        raise SourceFileNotFoundError(f"ArrayRecord file {path!r} does not exist.")
+    reader = ArrayRecordReader(path, options)
+    if not reader.ok():
+        try:
+            reader.read()
+            detail = "unknown error"
+        except RuntimeError as error:
+            detail = str(error)
+        raise SourceFileError(f"{path!r} is not a readable ArrayRecord file: {detail}.")
+    return reader
+
+
+def _is_instruction(entry: object) -> bool:
+    return all(hasattr(entry, a) for a in ("filename", "skip", "take", "examples_in_shard"))
+
+
+class ArrayRecordSource(Source[Any]):
+    """Random access over the records of one or many ArrayRecord files.
+
+    Files are given as paths, glob patterns, folders (their `*.array_record*` files),
+    or file instructions (`FileInstruction`, or TFDS's own), which select a slice of a
+    file and spare opening it to count its records. Records are numbered across the
+    files in the order given. Batched reads (`__getitems__`) read each file's records
+    in one call on a small thread pool.
+
+    Args:
+        paths: a path, pattern, folder or file instruction, or a sequence of them.
+        decode: `"auto"` (default) decodes records written by chute's
+            `write_array_record` and returns any other record as raw bytes; `True`
+            decodes every record with chute's codec (an error for foreign records);
+            `False` returns raw bytes; a callable is applied to the raw bytes.
+        reader_options: ArrayRecord reader options; the default suits random access.
+
+    Example:
+        >>> import tempfile, os
+        >>> from chute_sources import write_array_record
+        >>> folder = tempfile.mkdtemp()
+        >>> paths = write_array_record(
+        ...     [{"x": i} for i in range(10)], os.path.join(folder, "d"), num_shards=2
+        ... )
+        >>> source = ArrayRecordSource(paths)
+        >>> len(source), source[7], [r["x"] for r in source.__getitems__([9, 0])]
+        (10, {'x': 7}, [9, 0])
+    """
+
+    def __init__(
+        self,
+        paths: PathLike | FileInstruction | Sequence[PathLike | FileInstruction],
+        *,
+        decode: Decoder = "auto",
+        reader_options: str = _READER_OPTIONS,
+    ) -> None:
+        if not (decode in ("auto", True, False) or callable(decode)):
+            raise ValueError(f"decode must be 'auto', True, False or a callable; got {decode!r}")
+        entries: Sequence[Any]
+        if isinstance(paths, (str, os.PathLike)) or _is_instruction(paths):
+            entries = [paths]
+        else:
+            entries = list(paths)  # type: ignore[arg-type]
+        instructions: list[FileInstruction] = []
+        unsized: list[tuple[int, str]] = []
+        for entry in entries:
+            if _is_instruction(entry):
+                instruction = FileInstruction(
+                    os.fspath(entry.filename), entry.skip, entry.take, entry.examples_in_shard
+                )
+                if not os.path.exists(instruction.filename):
+                    raise SourceFileNotFoundError(
+                        f"ArrayRecord file {instruction.filename!r} (file instruction) does "
+                        "not exist."
+                    )
+                instructions.append(instruction)
+            else:
+                for file in expand_paths(entry, "ArrayRecord", _SUFFIXES):
+                    unsized.append((len(instructions), file))
+                    instructions.append(FileInstruction(file, examples_in_shard=0))
+        self._options = reader_options
+        self._decode = decode
+        self._readers: dict[int, ArrayRecordReader] = {}
+        self._lock = threading.Lock()
+        if unsized:
+            counts = self._count_records([file for _, file in unsized])
+            for (position, file), count in zip(unsized, counts, strict=True):
+                instructions[position] = FileInstruction(file, examples_in_shard=count)
+        if not instructions:
+            raise SourceFileNotFoundError("ArrayRecordSource: no files given.")
+        self._instructions = tuple(instructions)
+        sizes = [i.num_records for i in instructions]
+        self._starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self._skips = np.asarray([i.skip for i in instructions], dtype=np.int64)
+
+    def _count_records(self, files: list[str]) -> list[int]:
+        def count(file: str) -> int:
+            reader = open_array_record_reader(file, self._options)
+            try:
+                return int(reader.num_records())
+            finally:
+                reader.close()
+
+        if len(files) == 1:
+            return [count(files[0])]
+        with ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
+            return list(pool.map(count, files))
+
+    @property
+    def instructions(self) -> tuple[FileInstruction, ...]:
+        """The files and the slice of each that this source reads."""
+        return self._instructions
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def _reader(self, file_index: int) -> ArrayRecordReader:
+        reader = self._readers.get(file_index)
+        if reader is None:
+            with self._lock:
+                self._check_open()
+                reader = self._readers.get(file_index)
+                if reader is None:
+                    filename = self._instructions[file_index].filename
+                    reader = open_array_record_reader(filename, self._options)
+                    self._readers[file_index] = reader
+        return reader
+
+    def _decoder(self) -> Callable[[bytes], Any] | None:
+        decode = self._decode
+        if decode is False:
+            return None
+        if decode is True:
+            return decode_record
+        if decode == "auto":
+            return _auto_decode
+        assert callable(decode)
+        return decode
+
+    def _read_file(self, file_index: int, positions: list[int], keys: Sequence[int]) -> list[bytes]:
+        try:
+            return list(self._reader(file_index).read(positions))
+        except RuntimeError as error:
+            filename = self._instructions[file_index].filename
+            raise SourceFileError(
+                f"cannot read record keys {list(keys)[:5]}{'...' if len(keys) > 5 else ''} from "
+                f"ArrayRecord file {filename!r}: {error}. The file may be truncated or corrupt."
+            ) from error
+
+    def _read(self, index: int) -> Any:
+        return self._read_many([index])[0]
+
+    def _read_many(self, indices: Sequence[int]) -> list[Any]:
+        keys = np.asarray(indices, dtype=np.int64)
+        files = np.searchsorted(self._starts, keys, side="right") - 1
+        positions = keys - self._starts[files] + self._skips[files]
+        out: list[Any] = [None] * len(keys)
+        unique = np.unique(files)
+        if len(unique) == 1:
+            records = self._read_file(int(unique[0]), positions.tolist(), indices)
+            out = records
+        else:
+            for file_index in unique.tolist():
+                where = np.flatnonzero(files == file_index)
+                records = self._read_file(
+                    file_index, positions[where].tolist(), keys[where].tolist()
+                )
+                for slot, record in zip(where.tolist(), records, strict=True):
+                    out[slot] = record
+        decoder = self._decoder()
+        if decoder is None:
+            return out
+        return [decoder(record) for record in out]
+
+    def close(self) -> None:
+        """Closes every open file; reads afterwards raise `SourceClosedError`."""
+        with self._lock:
+            self._closed = True
+            readers, self._readers = self._readers, {}
+        for reader in readers.values():
+            reader.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_readers"] = {}
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def _params(self) -> dict[str, Any]:
+        files = [i.filename for i in self._instructions]
+        shown: Any = files if len(files) <= 3 else f"{files[0]!r} ... ({len(files)} files)"
+        return {"paths": shown, "num_records": len(self), "decode": self._decode}
+
+
+def _auto_decode(record: bytes) -> Any:
+    if record[:8] == MAGIC:
+        return decode_record(record)
+    return record

@@ -1,0 +1,298 @@
+"""Finding Parquet files, checking their schemas, and indexing their row groups.
+
+Shared by `ParquetSource` (random access) and `ParquetStream` (sequential reading). The
+index is built once from the files' footers: how many rows each row group holds, and
+from that the global position of every row group's first row.
+"""
+
+from __future__ import annotations
+
+import bisect
+import glob
+import os
+from collections.abc import Sequence
+from typing import Any, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ._errors import SourceFileError, SourceFileNotFoundError
+
+__all__ = [
+    "ParquetIndex",
+    "ParquetPaths",
+    "ParquetRecord",
+    "ShortRepr",
+    "check_columns",
+    "display_paths",
+    "expand_paths",
+]
+
+PathLikeStr: TypeAlias = "str | os.PathLike[str]"
+ParquetPaths: TypeAlias = "str | os.PathLike[str] | Sequence[str | os.PathLike[str]]"
+"""A file, a glob pattern, or a list of files and glob patterns."""
+
+ParquetRecord: TypeAlias = dict[str, Any]
+"""One row as `{column: value}`, exactly as `pyarrow.Table.to_pylist()` gives it."""
+
+_GLOB_CHARS = ("*", "?", "[")
+_READ_ERRORS = (pa.ArrowException, OSError, ValueError)
+
+
+class ShortRepr:
+    """A value whose `repr` is a given text (keeps reprs of many paths short)."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    def __repr__(self) -> str:
+        return self._text
+
+
+def display_paths(paths: ParquetPaths) -> object:
+    """Returns `paths` as the user gave them, shortened for a `repr`."""
+    if isinstance(paths, str | os.PathLike):
+        return os.fspath(paths)
+    shown = [os.fspath(path) if isinstance(path, str | os.PathLike) else path for path in paths]
+    if len(shown) <= 3:
+        return shown
+    return ShortRepr(f"[{shown[0]!r}, {shown[1]!r}, ... ({len(shown)} paths)]")
+
+
+def expand_paths(paths: ParquetPaths, owner: str) -> list[str]:
+    """Returns the absolute paths of the files that `paths` names, in order.
+
+    Each entry is a file or a glob pattern (`*`, `?`, `[...]`, and `**` for any number of
+    folders); a pattern expands to its matching files in sorted order. Entries keep the
+    order in which they are given.
+
+    Raises:
+        SourceFileNotFoundError: an entry names no file, or `paths` is empty.
+        SourceFileError: an entry is a folder.
+        TypeError: `paths` is not a path, a pattern or a list of these.
+    """
+    if isinstance(paths, str | os.PathLike):
+        entries: list[object] = [paths]
+    elif isinstance(paths, Sequence):
+        entries = list(paths)
+    else:
+        raise TypeError(
+            f"{owner}: paths must be a path, a glob pattern or a list of these, "
+            f"got {type(paths).__name__}."
+        )
+    if not entries:
+        raise SourceFileNotFoundError(
+            f"{owner}: no paths given; pass a file, a glob pattern such as "
+            f"'data/*.parquet', or a list of these."
+        )
+    files: list[str] = []
+    for entry in entries:
+        if not isinstance(entry, str | os.PathLike):
+            raise TypeError(
+                f"{owner}: every path must be a str or os.PathLike, got "
+                f"{type(entry).__name__} {entry!r}."
+            )
+        path = os.fspath(entry)
+        if not isinstance(path, str):
+            raise TypeError(f"{owner}: paths must be text, got bytes {path!r}.")
+        if os.path.isfile(path):
+            files.append(os.path.abspath(path))
+        elif any(char in path for char in _GLOB_CHARS):
+            matches = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
+            if not matches:
+                raise SourceFileNotFoundError(
+                    f"{owner}: the glob pattern {path!r} matches no file (working "
+                    f"directory {os.getcwd()!r}); check the folder and the file extension."
+                )
+            files.extend(os.path.abspath(match) for match in matches)
+        elif os.path.isdir(path):
+            raise SourceFileError(
+                f"{owner}: {path!r} is a folder, not a Parquet file; pass a glob pattern "
+                f"such as {os.path.join(path, '*.parquet')!r}."
+            )
+        else:
+            raise SourceFileNotFoundError(
+                f"{owner}: no such file: {path!r} (working directory {os.getcwd()!r})."
+            )
+    return files
+
+
+def check_columns(columns: Sequence[str] | None, owner: str) -> tuple[str, ...] | None:
+    """Returns `columns` as a tuple after checking it is a non-empty list of names."""
+    if columns is None:
+        return None
+    if isinstance(columns, str):
+        raise TypeError(
+            f"{owner}: columns must be a list of column names, got the string "
+            f"{columns!r}; write [{columns!r}]."
+        )
+    names = tuple(columns)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"{owner}: column names are str, got {type(name).__name__} {name!r}.")
+    if not names:
+        raise ValueError(f"{owner}: columns is empty; pass None to read every column.")
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"{owner}: columns lists {duplicates} more than once.")
+    return names
+
+
+def _schema_difference(first: Any, other: Any) -> str:
+    """Says how schema `other` differs from `first` (both `pyarrow.Schema`)."""
+    if first.names != other.names:
+        return f"its columns are {other.names}, those of the first file are {first.names}"
+    for field, other_field in zip(first, other, strict=True):
+        if not field.type.equals(other_field.type):
+            return (
+                f"column {field.name!r} has type {other_field.type} there, but "
+                f"{field.type} in the first file"
+            )
+    return "the schemas differ"  # pragma: no cover - callers compare names and types first
+
+
+class ParquetIndex:
+    """The files of a Parquet dataset and the global row offsets of their row groups.
+
+    Attributes:
+        files: absolute paths of the files, in reading order.
+        columns: the columns read, or None for all of them.
+        schema: the `pyarrow.Schema` of the records (only the columns read).
+        row_group_rows: for every file, the number of rows of each of its row groups.
+        starts: for every row group of every file (global numbering), its first row.
+        group_file: for every global row group, the index of its file.
+        group_local: for every global row group, its index inside its file.
+        num_rows: the number of rows of all files together.
+    """
+
+    def __init__(self, paths: ParquetPaths, columns: Sequence[str] | None, owner: str) -> None:
+        self.files = tuple(expand_paths(paths, owner))
+        self.columns = check_columns(columns, owner)
+        self.owner = owner
+        row_group_rows: list[tuple[int, ...]] = []
+        first_schema: Any = None
+        for path in self.files:
+            with self.open(path) as handle:
+                schema = self._projected_schema(path, handle.schema_arrow)
+                metadata = handle.metadata
+                sizes = tuple(
+                    int(metadata.row_group(j).num_rows) for j in range(metadata.num_row_groups)
+                )
+            if first_schema is None:
+                first_schema = schema
+            elif first_schema.names != schema.names or not all(
+                a.type.equals(b.type) for a, b in zip(first_schema, schema, strict=True)
+            ):
+                raise SourceFileError(
+                    f"{owner}: {path} does not have the schema of {self.files[0]}: "
+                    f"{_schema_difference(first_schema, schema)}. All files of one source "
+                    f"must share a schema; read the others with a second source or "
+                    f"select the common columns with `columns=`."
+                )
+            row_group_rows.append(sizes)
+        self.schema: Any = first_schema
+        self.row_group_rows = tuple(row_group_rows)
+        sizes_flat = [size for sizes in self.row_group_rows for size in sizes]
+        cumulative = np.concatenate(
+            [np.zeros(1, np.int64), np.cumsum(np.asarray(sizes_flat, np.int64), dtype=np.int64)]
+        )
+        self.starts: npt.NDArray[np.int64] = cumulative[:-1]
+        self._starts_list: list[int] = self.starts.tolist()
+        self.group_file: npt.NDArray[np.int64] = np.repeat(
+            np.arange(len(self.files), dtype=np.int64),
+            [len(sizes) for sizes in self.row_group_rows],
+        )
+        self.group_local: npt.NDArray[np.int64] = np.concatenate(
+            [np.zeros(0, np.int64)]
+            + [np.arange(len(sizes), dtype=np.int64) for sizes in self.row_group_rows]
+        )
+        self.num_rows = int(cumulative[-1])
+
+    def _projected_schema(self, path: str, schema: Any) -> Any:
+        if self.columns is None:
+            return schema
+        for name in self.columns:
+            if name not in schema.names:
+                raise SourceFileError(
+                    f"{self.owner}: column {name!r} is not in {path}; its columns are "
+                    f"{schema.names}. Fix `columns=` (names are case-sensitive; select a "
+                    f"whole struct column by its top-level name)."
+                )
+        return pa.schema([schema.field(name) for name in self.columns])
+
+    def open(self, path: str) -> Any:
+        """Opens `path` as a `pyarrow.parquet.ParquetFile`.
+
+        Raises:
+            SourceFileError: the file is not a readable Parquet file.
+        """
+        try:
+            return pq.ParquetFile(path)
+        except FileNotFoundError as exc:
+            raise SourceFileNotFoundError(
+                f"{self.owner}: {path} no longer exists (it was there when the source was created)."
+            ) from exc
+        except _READ_ERRORS as exc:
+            raise SourceFileError(
+                f"{self.owner}: {path} is not a readable Parquet file (corrupt, truncated, "
+                f"or another format): {exc}"
+            ) from exc
+
+    def open_file(self, file: int) -> Any:
+        """Opens file number `file` again and checks that its row groups did not change."""
+        path = self.files[file]
+        handle = self.open(path)
+        metadata = handle.metadata
+        sizes = tuple(int(metadata.row_group(j).num_rows) for j in range(metadata.num_row_groups))
+        if sizes != self.row_group_rows[file]:
+            handle.close()
+            raise SourceFileError(
+                f"{self.owner}: {path} changed since the source was created (its row "
+                f"groups now hold {sum(sizes)} rows, before {sum(self.row_group_rows[file])}); "
+                f"create the source again."
+            )
+        return handle
+
+    def read_row_group(self, handle: Any, file: int, row_group: int, use_threads: bool) -> Any:
+        """Reads and decodes row group `row_group` of file `file` into a `pyarrow.Table`.
+
+        Raises:
+            SourceFileError: the row group does not decode.
+        """
+        try:
+            return handle.read_row_group(
+                row_group,
+                columns=None if self.columns is None else list(self.columns),
+                use_threads=use_threads,
+            )
+        except _READ_ERRORS as exc:
+            raise SourceFileError(
+                f"{self.owner}: row group {row_group} of {self.files[file]} does not decode; "
+                f"it is not a readable Parquet file (corrupt or truncated): {exc}"
+            ) from exc
+
+    def locate(self, index: int) -> int:
+        """Returns the global row group that holds row `index` (in `[0, num_rows)`)."""
+        return bisect.bisect_right(self._starts_list, index) - 1
+
+    def locate_many(self, indices: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Vectorised `locate`."""
+        groups = np.searchsorted(self.starts, indices, side="right") - 1
+        return groups.astype(np.int64, copy=False)
+
+    def advance(self, file: int, row_group: int, row: int) -> tuple[int, int, int]:
+        """Returns the first existing record at or after (file, row_group, row).
+
+        Skips exhausted and empty row groups and files; the end of the data is
+        `(len(files), 0, 0)`.
+        """
+        while file < len(self.files):
+            sizes = self.row_group_rows[file]
+            while row_group < len(sizes):
+                if row < sizes[row_group]:
+                    return file, row_group, row
+                row_group, row = row_group + 1, 0
+            file, row_group, row = file + 1, 0, 0
+        return len(self.files), 0, 0

@@ -1,0 +1,61 @@
+"""`RangeSource`: the integers of a Python `range`, as a source."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ._base import Source
+
+__all__ = ["RangeSource"]
+
+
+class RangeSource(Source[int]):
+    """The integers `range(start, stop, step)` as a random-access source.
+
+    Called like `range`: `RangeSource(stop)` or `RangeSource(start, stop[, step])`.
+    Useful for tests and for records generated on the fly from their key.
+
+    Example:
+        >>> source = RangeSource(1, 10, 2)
+        >>> list(source), len(source), source[-1]
+        ([1, 3, 5, 7, 9], 5, 9)
+    """
+
+    def __init__(self, start: int, stop: int | None = None, step: int = 1) -> None:
+        if stop is None:
+            start, stop = 0, start
+        for name, value in (("start", start), ("stop", stop), ("step", step)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"RangeSource: {name} must be an int, got {value!r}.")
+        if step == 0:
+            raise ValueError("RangeSource: step must not be zero.")
+        self._range = range(start, stop, step)
+
+    @property
+    def start(self) -> int:
+        """The first value."""
+        return self._range.start
+
+    @property
+    def stop(self) -> int:
+        """The end (exclusive)."""
+        return self._range.stop
+
+    @property
+    def step(self) -> int:
+        """The difference between consecutive values."""
+        return self._range.step
+
+    def __len__(self) -> int:
+        return len(self._range)
+
+    def _read(self, index: int) -> int:
+        return self._range[index]
+
+    def _read_many(self, indices: Sequence[int]) -> list[int]:
+        r = self._range
+        return [r[i] for i in indices]
+
+    def _params(self) -> dict[str, Any]:
+        return {"start": self.start, "stop": self.stop, "step": self.step}

@@ -1,0 +1,49 @@
+"""`SequenceSource`: any Python sequence as a source."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from ._base import Source
+
+__all__ = ["SequenceSource"]
+
+T = TypeVar("T")
+
+
+class SequenceSource(Source[T]):
+    """Any Python sequence (list, tuple, NumPy array, ...) as a random-access source.
+
+    The sequence is held by reference and pickled with the source: each worker process
+    gets its own copy. For large data shared by many workers use `SharedMemorySource`.
+
+    Args:
+        sequence: the records.
+
+    Example:
+        >>> source = SequenceSource(["cat", "dog", "eel"])
+        >>> len(source), source[1], source.__getitems__([2, 0])
+        (3, 'dog', ['eel', 'cat'])
+    """
+
+    def __init__(self, sequence: Sequence[T]) -> None:
+        if not hasattr(sequence, "__len__") or not hasattr(sequence, "__getitem__"):
+            raise TypeError(
+                f"SequenceSource needs a sequence (len() and indexing), got "
+                f"{type(sequence).__name__}; wrap iterables in list(...)."
+            )
+        self._sequence = sequence
+
+    def __len__(self) -> int:
+        return len(self._sequence)
+
+    def _read(self, index: int) -> T:
+        return self._sequence[index]
+
+    def _read_many(self, indices: Sequence[int]) -> list[T]:
+        seq = self._sequence
+        return [seq[i] for i in indices]
+
+    def _params(self) -> dict[str, Any]:
+        return {"type": type(self._sequence).__name__, "len": len(self._sequence)}

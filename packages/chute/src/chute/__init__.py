@@ -1,0 +1,73 @@
+"""chute: a fast, exactly resumable data loader for JAX.
+
+This meta-package gathers the layers (`chute_sources`, `chute_samplers`, ...) behind
+one import. Names from Grain's guides that mean the same thing are kept as aliases
+(`RangeDataSource`, `InMemoryDataSource`, `ArrayRecordDataSource`), so their examples
+run with the import changed.
+
+Example:
+    >>> import chute
+    >>> list(chute.RangeDataSource(start=1, stop=10, step=2))
+    [1, 3, 5, 7, 9]
+"""
+
+from chute_sources import ArrayRecordSource as ArrayRecordSource
+from chute_sources import CheckpointableIterator as CheckpointableIterator
+from chute_sources import ChuteError as ChuteError
+from chute_sources import CorruptRecordError as CorruptRecordError
+from chute_sources import FileInstruction as FileInstruction
+from chute_sources import InvalidStateError as InvalidStateError
+from chute_sources import NumpySource as NumpySource
+from chute_sources import ParquetSource as ParquetSource
+from chute_sources import ParquetStream as ParquetStream
+from chute_sources import RandomAccessDataSource as RandomAccessDataSource
+from chute_sources import RangeSource as RangeSource
+from chute_sources import RecordCodecError as RecordCodecError
+from chute_sources import RecordIndexError as RecordIndexError
+from chute_sources import RecordMetadata as RecordMetadata
+from chute_sources import SequenceSource as SequenceSource
+from chute_sources import SharedMemoryError as SharedMemoryError
+from chute_sources import SharedMemorySource as SharedMemorySource
+from chute_sources import SourceFileError as SourceFileError
+from chute_sources import SourceFileNotFoundError as SourceFileNotFoundError
+from chute_sources import decode_record as decode_record
+from chute_sources import encode_record as encode_record
+from chute_sources import write_array_record as write_array_record
+
+from ._version import __version__ as __version__
+
+RangeDataSource = RangeSource
+"""Grain's name for `RangeSource`."""
+InMemoryDataSource = SharedMemorySource
+"""Grain's name for `SharedMemorySource`."""
+ArrayRecordDataSource = ArrayRecordSource
+"""Grain's name for `ArrayRecordSource`."""
+
+__all__ = [
+    "ArrayRecordDataSource",
+    "ArrayRecordSource",
+    "CheckpointableIterator",
+    "ChuteError",
+    "CorruptRecordError",
+    "FileInstruction",
+    "InMemoryDataSource",
+    "InvalidStateError",
+    "NumpySource",
+    "ParquetSource",
+    "ParquetStream",
+    "RandomAccessDataSource",
+    "RangeDataSource",
+    "RangeSource",
+    "RecordCodecError",
+    "RecordIndexError",
+    "RecordMetadata",
+    "SequenceSource",
+    "SharedMemoryError",
+    "SharedMemorySource",
+    "SourceFileError",
+    "SourceFileNotFoundError",
+    "__version__",
+    "decode_record",
+    "encode_record",
+    "write_array_record",
+]
