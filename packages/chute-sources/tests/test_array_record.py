@@ -153,7 +153,7 @@ def test_bad_file_instructions_are_refused(tmp_path):
 def test_missing_paths_and_empty_globs(tmp_path):
     with pytest.raises(SourceFileNotFoundError, match="does not exist"):
         ArrayRecordSource(tmp_path / "missing.array_record")
-    with pytest.raises(SourceFileNotFoundError, match="no ArrayRecord file matches"):
+    with pytest.raises(SourceFileNotFoundError, match="matches no ArrayRecord file"):
         ArrayRecordSource(str(tmp_path / "*.array_record"))
     with pytest.raises(SourceFileNotFoundError, match="holds no ArrayRecord file"):
         ArrayRecordSource(tmp_path)
@@ -229,4 +229,4 @@ def test_repr_names_paths_count_and_decode(tmp_path):
     paths = write_array_record(list(range(8)), tmp_path / "r", num_shards=4)
     text = repr(ArrayRecordSource(paths))
     assert text.startswith("ArrayRecordSource(paths=")
-    assert "(4 files)" in text and "num_records=8" in text and "decode='auto'" in text
+    assert "(4 paths)" in text and "num_records=8" in text and "decode='auto'" in text

@@ -335,7 +335,7 @@ def test_missing_file_raises_file_not_found(tmp_path):
 
 def test_empty_glob_names_the_pattern(tmp_path):
     pattern = str(tmp_path / "*.parquet")
-    with pytest.raises(SourceFileNotFoundError, match="matches no file") as info:
+    with pytest.raises(SourceFileNotFoundError, match="matches no Parquet file") as info:
         ParquetSource(pattern)
     assert repr(pattern) in str(info.value)
 
@@ -345,8 +345,15 @@ def test_no_paths_raises(tmp_path):
         ParquetSource([])
 
 
-def test_folder_raises_with_a_hint(tmp_path):
-    with pytest.raises(SourceFileError, match=r"is a folder.*\*\.parquet"):
+def test_a_folder_reads_its_parquet_files_sorted(tmp_path):
+    paths = write_files(tmp_path / "data", [3, 2], row_group_size=2)
+    (tmp_path / "data" / "_SUCCESS").write_text("")
+    expected = [row for path in sorted(paths) for row in pq.read_table(path).to_pylist()]
+    assert list(ParquetSource(tmp_path / "data")) == expected
+
+
+def test_a_folder_without_parquet_files_raises_with_a_hint(tmp_path):
+    with pytest.raises(SourceFileNotFoundError, match=r"holds no Parquet file.*glob pattern"):
         ParquetSource(tmp_path)
 
 
@@ -603,7 +610,7 @@ def test_stream_repr_names_its_parameters(dataset):
 
 
 def test_stream_bad_input(tmp_path):
-    with pytest.raises(SourceFileNotFoundError, match="matches no file"):
+    with pytest.raises(SourceFileNotFoundError, match="matches no Parquet file"):
         ParquetStream(str(tmp_path / "*.parquet"))
     garbage = tmp_path / "garbage.parquet"
     garbage.write_bytes(b"\x00" * 100)

@@ -15,7 +15,7 @@ from array_record.python.array_record_module import ArrayRecordReader
 from ._base import Source
 from ._codec import MAGIC, decode_record
 from ._errors import SourceFileError, SourceFileNotFoundError
-from ._paths import PathLike, expand_paths
+from ._paths import PathLike, display_paths, expand_paths
 
 __all__ = ["ArrayRecordSource", "Decoder", "FileInstruction", "open_array_record_reader"]
 
@@ -134,7 +134,7 @@ class ArrayRecordSource(Source[Any]):
                     )
                 instructions.append(instruction)
             else:
-                for file in expand_paths(entry, "ArrayRecord", _SUFFIXES):
+                for file in expand_paths(entry, "ArrayRecord", _SUFFIXES, "ArrayRecordSource"):
                     unsized.append((len(instructions), file))
                     instructions.append(FileInstruction(file, examples_in_shard=0))
         self._options = reader_options
@@ -251,8 +251,7 @@ class ArrayRecordSource(Source[Any]):
 
     def _params(self) -> dict[str, Any]:
         files = [i.filename for i in self._instructions]
-        shown: Any = files if len(files) <= 3 else f"{files[0]!r} ... ({len(files)} files)"
-        return {"paths": shown, "num_records": len(self), "decode": self._decode}
+        return {"paths": display_paths(files), "num_records": len(self), "decode": self._decode}
 
 
 def _auto_decode(record: bytes) -> Any:

@@ -14,8 +14,9 @@ from typing import Any, cast
 import numpy as np
 
 from ._base import Source
-from ._parquet_index import ParquetIndex, ParquetPaths, ParquetRecord, display_paths
+from ._parquet_index import ParquetIndex, ParquetPaths, ParquetRecord
 from ._parquet_stream import ParquetStream
+from ._paths import display_paths
 
 __all__ = ["ParquetRecord", "ParquetSource", "ParquetStream"]
 

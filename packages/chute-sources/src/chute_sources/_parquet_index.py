@@ -8,7 +8,6 @@ from that the global position of every row group's first row.
 from __future__ import annotations
 
 import bisect
-import glob
 import os
 from collections.abc import Sequence
 from typing import Any, TypeAlias
@@ -19,15 +18,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ._errors import SourceFileError, SourceFileNotFoundError
+from ._paths import expand_paths
 
 __all__ = [
     "ParquetIndex",
     "ParquetPaths",
     "ParquetRecord",
-    "ShortRepr",
     "check_columns",
-    "display_paths",
-    "expand_paths",
+    "expand_parquet_paths",
 ]
 
 PathLikeStr: TypeAlias = "str | os.PathLike[str]"
@@ -37,86 +35,12 @@ ParquetPaths: TypeAlias = "str | os.PathLike[str] | Sequence[str | os.PathLike[s
 ParquetRecord: TypeAlias = dict[str, Any]
 """One row as `{column: value}`, exactly as `pyarrow.Table.to_pylist()` gives it."""
 
-_GLOB_CHARS = ("*", "?", "[")
 _READ_ERRORS = (pa.ArrowException, OSError, ValueError)
 
 
-class ShortRepr:
-    """A value whose `repr` is a given text (keeps reprs of many paths short)."""
-
-    def __init__(self, text: str) -> None:
-        self._text = text
-
-    def __repr__(self) -> str:
-        return self._text
-
-
-def display_paths(paths: ParquetPaths) -> object:
-    """Returns `paths` as the user gave them, shortened for a `repr`."""
-    if isinstance(paths, str | os.PathLike):
-        return os.fspath(paths)
-    shown = [os.fspath(path) if isinstance(path, str | os.PathLike) else path for path in paths]
-    if len(shown) <= 3:
-        return shown
-    return ShortRepr(f"[{shown[0]!r}, {shown[1]!r}, ... ({len(shown)} paths)]")
-
-
-def expand_paths(paths: ParquetPaths, owner: str) -> list[str]:
-    """Returns the absolute paths of the files that `paths` names, in order.
-
-    Each entry is a file or a glob pattern (`*`, `?`, `[...]`, and `**` for any number of
-    folders); a pattern expands to its matching files in sorted order. Entries keep the
-    order in which they are given.
-
-    Raises:
-        SourceFileNotFoundError: an entry names no file, or `paths` is empty.
-        SourceFileError: an entry is a folder.
-        TypeError: `paths` is not a path, a pattern or a list of these.
-    """
-    if isinstance(paths, str | os.PathLike):
-        entries: list[object] = [paths]
-    elif isinstance(paths, Sequence):
-        entries = list(paths)
-    else:
-        raise TypeError(
-            f"{owner}: paths must be a path, a glob pattern or a list of these, "
-            f"got {type(paths).__name__}."
-        )
-    if not entries:
-        raise SourceFileNotFoundError(
-            f"{owner}: no paths given; pass a file, a glob pattern such as "
-            f"'data/*.parquet', or a list of these."
-        )
-    files: list[str] = []
-    for entry in entries:
-        if not isinstance(entry, str | os.PathLike):
-            raise TypeError(
-                f"{owner}: every path must be a str or os.PathLike, got "
-                f"{type(entry).__name__} {entry!r}."
-            )
-        path = os.fspath(entry)
-        if not isinstance(path, str):
-            raise TypeError(f"{owner}: paths must be text, got bytes {path!r}.")
-        if os.path.isfile(path):
-            files.append(os.path.abspath(path))
-        elif any(char in path for char in _GLOB_CHARS):
-            matches = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
-            if not matches:
-                raise SourceFileNotFoundError(
-                    f"{owner}: the glob pattern {path!r} matches no file (working "
-                    f"directory {os.getcwd()!r}); check the folder and the file extension."
-                )
-            files.extend(os.path.abspath(match) for match in matches)
-        elif os.path.isdir(path):
-            raise SourceFileError(
-                f"{owner}: {path!r} is a folder, not a Parquet file; pass a glob pattern "
-                f"such as {os.path.join(path, '*.parquet')!r}."
-            )
-        else:
-            raise SourceFileNotFoundError(
-                f"{owner}: no such file: {path!r} (working directory {os.getcwd()!r})."
-            )
-    return files
+def expand_parquet_paths(paths: ParquetPaths, owner: str) -> list[str]:
+    """The Parquet files that `paths` names (files, glob patterns, folders)."""
+    return expand_paths(paths, "Parquet", (".parquet", ".parq"), owner)
 
 
 def check_columns(columns: Sequence[str] | None, owner: str) -> tuple[str, ...] | None:
@@ -168,7 +92,7 @@ class ParquetIndex:
     """
 
     def __init__(self, paths: ParquetPaths, columns: Sequence[str] | None, owner: str) -> None:
-        self.files = tuple(expand_paths(paths, owner))
+        self.files = tuple(expand_parquet_paths(paths, owner))
         self.columns = check_columns(columns, owner)
         self.owner = owner
         row_group_rows: list[tuple[int, ...]] = []

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any, Self, cast
 
 from ._errors import InvalidStateError, SourceClosedError
-from ._parquet_index import ParquetIndex, ParquetPaths, ParquetRecord, display_paths
+from ._parquet_index import ParquetIndex, ParquetPaths, ParquetRecord
+from ._paths import display_paths
 from ._protocols import IteratorState
 
 __all__ = ["ParquetStream"]
