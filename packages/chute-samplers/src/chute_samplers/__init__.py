@@ -1,6 +1,70 @@
-"""chute's samplers layer.
+"""chute's samplers layer: which record comes next.
 
-Which record comes next. Not built yet; see the project's issue tracker.
+Everything here is a pure function of (seed, position): a stateless global
+`Permutation` of any size, per-record generators (`record_rng`), the `IndexSampler`
+with epochs and `ShardOptions`, random-access dataset nodes (`ShuffleMap`,
+`RepeatMap`, `SliceMap`, `ShardMap`, `MixMap`, `SelectFromMap`) and checkpointable
+streams (`SequentialIter`, `MixIter`, `InterleaveIter`, `WindowShuffleIter`) whose
+state is a small JSON dict.
+
+Example:
+    >>> from chute_samplers import RepeatMap, ShuffleMap, SliceMap
+    >>> train = SliceMap(ShuffleMap(range(10), seed=0), slice(0, 8))
+    >>> epochs = RepeatMap(ShuffleMap(train, seed=1), num_epochs=2)
+    >>> set(epochs[:8]) == set(epochs[8:]) == set(train)
+    True
 """
 
-__all__: list[str] = []
+from ._index_sampler import IndexSampler as IndexSampler
+from ._index_sampler import IndexSamplerIterator as IndexSamplerIterator
+from ._interleave import InterleaveIter as InterleaveIter
+from ._iter_base import IterNode as IterNode
+from ._mix import MixMap as MixMap
+from ._mix_iter import MixIter as MixIter
+from ._node import ENDLESS as ENDLESS
+from ._node import EpochArray as EpochArray
+from ._node import MapNode as MapNode
+from ._node import PositionArray as PositionArray
+from ._node import fetch as fetch
+from ._node import node_epoch_length as node_epoch_length
+from ._permutation import Permutation as Permutation
+from ._repeat import RepeatMap as RepeatMap
+from ._rng import record_rng as record_rng
+from ._rng import record_rngs as record_rngs
+from ._schedule import MixSchedule as MixSchedule
+from ._select_from import SelectFromMap as SelectFromMap
+from ._sequential import SequentialIter as SequentialIter
+from ._shard import ShardMap as ShardMap
+from ._shard_options import NoSharding as NoSharding
+from ._shard_options import ShardOptions as ShardOptions
+from ._shuffle import ShuffleMap as ShuffleMap
+from ._slice import SliceMap as SliceMap
+from ._window_shuffle import WindowShuffleIter as WindowShuffleIter
+
+__all__ = [
+    "ENDLESS",
+    "EpochArray",
+    "IndexSampler",
+    "IndexSamplerIterator",
+    "InterleaveIter",
+    "IterNode",
+    "MapNode",
+    "MixIter",
+    "MixMap",
+    "MixSchedule",
+    "NoSharding",
+    "Permutation",
+    "PositionArray",
+    "RepeatMap",
+    "SelectFromMap",
+    "SequentialIter",
+    "ShardMap",
+    "ShardOptions",
+    "ShuffleMap",
+    "SliceMap",
+    "WindowShuffleIter",
+    "fetch",
+    "node_epoch_length",
+    "record_rng",
+    "record_rngs",
+]

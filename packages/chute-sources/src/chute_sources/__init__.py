@@ -29,6 +29,7 @@ from ._errors import SharedMemoryError as SharedMemoryError
 from ._errors import SourceClosedError as SourceClosedError
 from ._errors import SourceFileError as SourceFileError
 from ._errors import SourceFileNotFoundError as SourceFileNotFoundError
+from ._metadata import DROPPED as DROPPED
 from ._metadata import RecordMetadata as RecordMetadata
 from ._numpy import NumpySource as NumpySource
 from ._parquet import ParquetSource as ParquetSource
@@ -44,6 +45,7 @@ from ._sequence import SequenceSource as SequenceSource
 from ._shared_memory import SharedMemorySource as SharedMemorySource
 
 __all__ = [
+    "DROPPED",
     "ArrayRecordSource",
     "CheckpointableIterator",
     "ChuteError",

@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["RecordMetadata"]
+__all__ = ["DROPPED", "RecordMetadata"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -33,3 +33,37 @@ class RecordMetadata:
         if self.rng is not None:
             rng = f"Generator({type(self.rng.bit_generator).__name__})"
         return f"RecordMetadata(index={self.index}, record_key={self.record_key}, rng={rng})"
+
+
+class _Dropped:
+    """The type of `DROPPED` (one instance; pickles to the same instance)."""
+
+    __slots__ = ()
+    _instance: _Dropped | None = None
+
+    def __new__(cls) -> _Dropped:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "DROPPED"
+
+    def __reduce__(self) -> str:
+        return "DROPPED"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+DROPPED = _Dropped()
+"""Marks a position of a random-access dataset that holds no element.
+
+A filter over a random-access dataset keeps its positions (so random access and
+checkpoints stay O(1)) and answers `DROPPED` where the predicate said no; iterating
+the dataset skips these positions. Test with `element is DROPPED`.
+
+Example:
+    >>> DROPPED, bool(DROPPED)
+    (DROPPED, False)
+"""

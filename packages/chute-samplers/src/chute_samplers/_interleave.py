@@ -1,0 +1,129 @@
+"""`InterleaveIter`: round robin over a moving window of `cycle_length` streams."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeAlias, TypeVar
+
+from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState, JsonValue
+
+from ._checks import check_int, check_sequence, state_value
+from ._iter_base import IterNode
+from ._mix_iter import check_iterator
+
+__all__ = ["InterleaveIter"]
+
+T = TypeVar("T")
+
+Input: TypeAlias = "CheckpointableIterator[T] | Callable[[], CheckpointableIterator[T]]"
+
+
+class InterleaveIter(IterNode[T]):
+    """Interleaves many streams, `cycle_length` of them open at a time.
+
+    Opens inputs 0, 1, ... into `cycle_length` slots and takes one element from each
+    slot in turn; when a stream ends, the next unopened input takes its slot (and is
+    read at once). Typical use: one stream per file, so a few files are read at a time.
+
+    Inputs are zero-argument factories (called when the input is opened or restored,
+    so only open streams exist) or iterators (rewound to the state they had when
+    passed in when they are opened). The state lists the open inputs with their states,
+    the next slot and the next input to open: its size is O(cycle_length).
+
+    Args:
+        inputs: factories of checkpointable iterators, or the iterators themselves.
+        cycle_length: the number of streams open at once (>= 1).
+
+    Example:
+        >>> from chute_samplers import SequentialIter
+        >>> files = [["a0", "a1", "a2"], ["b0"], ["c0", "c1"]]
+        >>> it = InterleaveIter([lambda f=f: SequentialIter(f) for f in files], cycle_length=2)
+        >>> list(it)
+        ['a0', 'b0', 'a1', 'c0', 'a2', 'c1']
+    """
+
+    def __init__(self, inputs: Sequence[Input[T]], cycle_length: int) -> None:
+        check_sequence(inputs, "inputs", "InterleaveIter")
+        self._cycle_length = check_int(cycle_length, "cycle_length", "InterleaveIter", minimum=1)
+        self._inputs = tuple(inputs)
+        self._initial: dict[int, IteratorState] = {}
+        for number, item in enumerate(self._inputs):
+            if hasattr(item, "__next__"):
+                check_iterator(item, "InterleaveIter", f"inputs[{number}]")
+                self._initial[number] = item.get_state()  # type: ignore[union-attr]
+            elif not callable(item):
+                raise TypeError(
+                    f"InterleaveIter: inputs[{number}] must be a checkpointable iterator or a "
+                    f"zero-argument callable returning one, got {type(item).__name__}."
+                )
+        self._slots: list[tuple[int, CheckpointableIterator[T]] | None] = [
+            None
+        ] * self._cycle_length
+        self._cursor = 0
+        self._next_input = 0
+
+    def _open(self, number: int, state: IteratorState | None) -> CheckpointableIterator[T]:
+        item = self._inputs[number]
+        if number in self._initial:
+            iterator: CheckpointableIterator[T] = item  # type: ignore[assignment]
+            iterator.set_state(self._initial[number] if state is None else state)
+            return iterator
+        made = item()  # type: ignore[operator]
+        check_iterator(made, "InterleaveIter", f"inputs[{number}]()")
+        if state is not None:
+            made.set_state(state)
+        return made
+
+    def __next__(self) -> T:
+        while True:
+            if self._next_input >= len(self._inputs) and not any(self._slots):
+                raise StopIteration
+            slot = self._slots[self._cursor]
+            if slot is None:
+                if self._next_input < len(self._inputs):
+                    number = self._next_input
+                    self._slots[self._cursor] = (number, self._open(number, None))
+                    self._next_input += 1
+                else:
+                    self._cursor = (self._cursor + 1) % self._cycle_length
+                continue
+            try:
+                element = next(slot[1])
+            except StopIteration:
+                self._slots[self._cursor] = None
+                continue
+            self._cursor = (self._cursor + 1) % self._cycle_length
+            return element
+
+    def get_state(self) -> IteratorState:
+        slots: list[JsonValue] = [
+            None if slot is None else {"input": slot[0], "state": slot[1].get_state()}
+            for slot in self._slots
+        ]
+        return {"cursor": self._cursor, "next_input": self._next_input, "slots": slots}
+
+    def set_state(self, state: IteratorState, /) -> None:
+        owner = "InterleaveIter"
+        cursor = state_value(state, "cursor", owner, maximum=self._cycle_length - 1)
+        next_input = state_value(state, "next_input", owner, maximum=len(self._inputs))
+        slots = state.get("slots")
+        if not isinstance(slots, list) or len(slots) != self._cycle_length:
+            raise InvalidStateError(
+                f"{owner}: state['slots'] must list {self._cycle_length} slots (the "
+                f"cycle_length), got {slots!r}."
+            )
+        restored: list[tuple[int, CheckpointableIterator[T]] | None] = []
+        for slot in slots:
+            if slot is None:
+                restored.append(None)
+                continue
+            if not isinstance(slot, dict) or not isinstance(slot.get("state"), dict):
+                raise InvalidStateError(f"{owner}: malformed slot {slot!r} in the state.")
+            number = state_value(slot, "input", owner, maximum=next_input - 1)
+            inner = slot["state"]
+            assert isinstance(inner, dict)
+            restored.append((number, self._open(number, inner)))
+        self._slots, self._cursor, self._next_input = restored, cursor, next_input
+
+    def __repr__(self) -> str:
+        return f"InterleaveIter({len(self._inputs)} inputs, cycle_length={self._cycle_length})"

@@ -1,0 +1,109 @@
+"""`MixIter`: a deterministic weighted mixture of streams."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
+
+from ._checks import check_sequence, state_value
+from ._iter_base import IterNode
+from ._schedule import MixSchedule
+
+__all__ = ["MixIter", "check_iterator"]
+
+T = TypeVar("T")
+
+
+def check_iterator(value: object, owner: str, name: str) -> None:
+    """Raises `TypeError` unless `value` is a checkpointable iterator."""
+    missing = [m for m in ("__next__", "get_state", "set_state") if not hasattr(value, m)]
+    if missing:
+        raise TypeError(
+            f"{owner}: {name} must be a checkpointable iterator (with __next__, get_state "
+            f"and set_state), got {type(value).__name__} without {', '.join(missing)}."
+        )
+
+
+class MixIter(IterNode[T]):
+    """Mixes streams by `weights`: position `p` takes the next element of one component.
+
+    Which component is fixed by the position alone (`MixSchedule`: in every prefix each
+    component's count is within one element of its share), so the mixture is
+    deterministic and keeps its proportions however sparse (e.g. filtered) the
+    components are. It ends when the component whose turn it is has run out.
+
+    The state is the position plus every component's state.
+
+    Args:
+        iterators: the component streams (checkpointable iterators), at least one.
+        weights: one positive finite weight per component; None for equal weights.
+
+    Example:
+        >>> from chute_samplers import SequentialIter
+        >>> evens = SequentialIter(range(0, 100, 2))
+        >>> odds = SequentialIter(range(1, 100, 2))
+        >>> it = MixIter([evens, odds], weights=[3, 1])
+        >>> [next(it) for _ in range(8)]
+        [0, 2, 4, 1, 6, 8, 10, 3]
+    """
+
+    def __init__(
+        self,
+        iterators: Sequence[CheckpointableIterator[T]],
+        weights: Sequence[float] | None = None,
+    ) -> None:
+        check_sequence(iterators, "iterators", "MixIter")
+        if not iterators:
+            raise ValueError("MixIter: iterators is empty; pass at least one stream.")
+        for number, iterator in enumerate(iterators):
+            check_iterator(iterator, "MixIter", f"iterators[{number}]")
+        self._iterators = tuple(iterators)
+        self._schedule = MixSchedule(weights, len(iterators))
+        self._component_of = self._schedule.locate_one
+        self._position = 0
+        self._exhausted = False
+
+    def __next__(self) -> T:
+        if self._exhausted:
+            raise StopIteration
+        component = self._component_of(self._position)
+        try:
+            element = next(self._iterators[component])
+        except StopIteration:
+            self._exhausted = True
+            raise
+        self._position += 1
+        return element
+
+    def get_state(self) -> IteratorState:
+        return {
+            "position": self._position,
+            "exhausted": self._exhausted,
+            "components": [iterator.get_state() for iterator in self._iterators],
+        }
+
+    def set_state(self, state: IteratorState, /) -> None:
+        position = state_value(state, "position", "MixIter")
+        exhausted = state.get("exhausted")
+        components = state.get("components")
+        if not isinstance(exhausted, bool):
+            raise InvalidStateError(
+                f"MixIter: state['exhausted'] must be a bool, got {exhausted!r}."
+            )
+        if not isinstance(components, list) or len(components) != len(self._iterators):
+            raise InvalidStateError(
+                f"MixIter: state['components'] must list {len(self._iterators)} states, one per "
+                f"component; got {components!r}."
+            )
+        for iterator, component_state in zip(self._iterators, components, strict=True):
+            if not isinstance(component_state, dict):
+                raise InvalidStateError(
+                    f"MixIter: a component state must be a dict, got {component_state!r}."
+                )
+            iterator.set_state(component_state)
+        self._position, self._exhausted = position, exhausted
+
+    def __repr__(self) -> str:
+        return f"MixIter({len(self._iterators)} components, {self._schedule!r})"

@@ -1,0 +1,209 @@
+"""`MapNode`: the base class of chute's random-access dataset nodes, and epochs.
+
+A node answers positions with elements: `len(node)`, `node[i]`, `node.__getitems__(
+[i, j, ...])` (one batched call, as sources do) and `node[a:b:c]` (a `SliceMap`).
+Internally every read carries an **epoch** per position, the pass of the enclosing
+`RepeatMap`s, so that a `ShuffleMap` below a repeat draws a new permutation per pass:
+
+- `RepeatMap` turns an outer epoch `e` and position `i` into the parent position
+  `i % len(parent)` in epoch `e * passes + i // len(parent)`;
+- `ShuffleMap`, `ShardMap`, `MixMap` and `SelectFromMap` pass epochs on unchanged;
+- `SliceMap` passes epoch 0 on: a slice is a fixed subset of its parent, and repeating
+  it repeats exactly those records (Grain issue #1200 leaks others).
+
+`epoch_length` tells a `ShuffleMap` above where the epochs of a node begin: it shuffles
+each block of `epoch_length` positions separately, so `ShuffleMap(RepeatMap(x))` and
+`RepeatMap(ShuffleMap(x))` are the same stream.
+
+Epochs are `uint64` and wrap modulo 2**64 (only their distinctness matters).
+
+Writing a node (the transforms layer does): subclass `MapNode`, implement `__len__` and
+`get_many(positions, epochs)` reading the parent with `fetch(parent, positions, epochs)`
+(positions are in range; pass the epochs on unless the node defines its own), and
+override `epoch_length` if the node changes how many positions an epoch has. A position
+may hold `chute_sources.DROPPED` (a filtered-out element): nodes pass it on, and
+iteration skips it.
+"""
+
+from __future__ import annotations
+
+import operator
+import sys
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Generic, SupportsIndex, TypeAlias, TypeVar, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from chute_sources import DROPPED, RandomAccessDataSource, RecordIndexError, read_records
+
+if TYPE_CHECKING:
+    from ._slice import SliceMap
+
+__all__ = [
+    "ENDLESS",
+    "EpochArray",
+    "MapNode",
+    "PositionArray",
+    "check_dataset",
+    "fetch",
+    "node_epoch_length",
+]
+
+T = TypeVar("T")
+
+ENDLESS = sys.maxsize
+"""The length of an endless dataset (`RepeatMap(parent, None)`), as in Grain."""
+
+PositionArray: TypeAlias = npt.NDArray[np.int64]
+"""Non-negative in-range positions, 1-d."""
+
+EpochArray: TypeAlias = npt.NDArray[np.uint64]
+"""One epoch per position, same shape as the positions."""
+
+_ITER_CHUNK = 256
+
+
+def fetch(
+    dataset: RandomAccessDataSource[T], positions: PositionArray, epochs: EpochArray
+) -> list[T]:
+    """Reads in-range `positions` of a node (in `epochs`) or of a plain source.
+
+    What a node's `get_many` calls to read its parent: nodes get the epochs, plain
+    sources and sequences a batched `read_records`.
+
+    Example:
+        >>> import numpy as np
+        >>> from chute_samplers import RepeatMap
+        >>> fetch(RepeatMap(["a", "b"], 2), np.array([3, 0]), np.zeros(2, np.uint64))
+        ['b', 'a']
+    """
+    if isinstance(dataset, MapNode):
+        result: list[T] = dataset.get_many(positions, epochs)
+        return result
+    return read_records(dataset, positions.tolist())
+
+
+def check_dataset(dataset: object, owner: str, name: str = "parent") -> None:
+    """Raises `TypeError` unless `dataset` has `__len__` and `__getitem__`."""
+    if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")) or isinstance(
+        dataset, str | bytes | dict
+    ):
+        raise TypeError(
+            f"{owner}: {name} must be a random-access dataset (a node, a source, or a "
+            f"sequence with __len__ and __getitem__), got {type(dataset).__name__}."
+        )
+
+
+def node_epoch_length(dataset: RandomAccessDataSource[Any]) -> int:
+    """The `epoch_length` of a node, or the length of a plain source.
+
+    Example:
+        >>> from chute_samplers import RepeatMap
+        >>> node_epoch_length(RepeatMap(range(3), 4)), node_epoch_length(range(3))
+        (3, 3)
+    """
+    if isinstance(dataset, MapNode):
+        return dataset.epoch_length
+    return len(dataset)
+
+
+class MapNode(Generic[T]):
+    """Base class of random-access dataset nodes (shuffle, repeat, slice, shard, mix).
+
+    Subclasses implement `__len__` and `get_many`; this class checks positions, turns
+    slices into `SliceMap`s and iterates. Nodes hold no mutable state besides caches, so
+    they are safe to read from several threads and pickle to worker processes.
+
+    Example:
+        >>> from chute_samplers import RepeatMap
+        >>> node = RepeatMap(["a", "b"], num_epochs=2)
+        >>> len(node), node[3], node[-1], list(node[1::2])
+        (4, 'b', 'b', ['b', 'b'])
+        >>> node.__getitems__([0, 3])
+        ['a', 'b']
+    """
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def epoch_length(self) -> int:
+        """Positions per epoch of this node: a shuffle above permutes each such block."""
+        return len(self)
+
+    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T]:
+        """Returns the elements at in-range `positions`, read in outer `epochs`.
+
+        The extension point of nodes: no range checks (callers pass positions in
+        `[0, len(self))`); nodes pass the epochs on as the module docstring describes.
+
+        Args:
+            positions: 1-d int64 array of positions in `[0, len(self))`.
+            epochs: 1-d uint64 array of the same length.
+
+        Returns:
+            The elements, in the order of `positions`.
+        """
+        raise NotImplementedError
+
+    def _check_positions(self, positions: Sequence[SupportsIndex] | npt.ArrayLike) -> PositionArray:
+        length = len(self)
+        array = np.asarray(positions)
+        if array.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        if array.dtype.kind not in "iu":
+            return np.array([self._check_position(p) for p in array.tolist()], dtype=np.int64)
+        array = array.reshape(-1).astype(np.int64)
+        negative = array < 0
+        if negative.any():
+            array = np.where(negative, array + length, array)
+        bad = (array < 0) | (array >= length)
+        if bad.any():
+            self._check_position(int(np.asarray(positions).reshape(-1)[np.flatnonzero(bad)[0]]))
+        return array
+
+    def _check_position(self, position: SupportsIndex) -> int:
+        try:
+            value = operator.index(position)
+        except TypeError:
+            raise TypeError(
+                f"{self!r}: positions are integers or slices, got "
+                f"{type(position).__name__} {position!r}."
+            ) from None
+        length = len(self)
+        checked = value + length if value < 0 else value
+        if not 0 <= checked < length:
+            raise RecordIndexError(
+                f"{self!r}: position {value} is out of range; this dataset has {length} "
+                f"elements (valid positions are 0..{length - 1}, or negative from the end)."
+            )
+        return checked
+
+    @overload
+    def __getitem__(self, position: SupportsIndex) -> T: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> SliceMap[T]: ...
+
+    def __getitem__(self, position: SupportsIndex | slice) -> T | SliceMap[T]:
+        if isinstance(position, slice):
+            from ._slice import SliceMap
+
+            return SliceMap(self, position)
+        index = self._check_position(position)
+        return self.get_many(np.array([index], np.int64), np.zeros(1, np.uint64))[0]
+
+    def __getitems__(self, positions: Sequence[SupportsIndex] | npt.ArrayLike) -> list[T]:
+        """Returns the elements at `positions` in one call (negative from the end)."""
+        array = self._check_positions(positions)
+        return self.get_many(array, np.zeros(array.shape, np.uint64))
+
+    def __iter__(self) -> Iterator[T]:
+        """Yields the elements in order, skipping positions that hold `DROPPED`."""
+        length = len(self)
+        for start in range(0, length, _ITER_CHUNK):
+            positions = np.arange(start, min(start + _ITER_CHUNK, length), dtype=np.int64)
+            for element in self.get_many(positions, np.zeros(positions.shape, np.uint64)):
+                if element is not DROPPED:
+                    yield element

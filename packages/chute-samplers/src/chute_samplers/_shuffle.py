@@ -1,0 +1,102 @@
+"""`ShuffleMap`: a global shuffle of a random-access dataset, new in every epoch."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import numpy as np
+
+from chute_sources import RandomAccessDataSource
+
+from ._checks import check_seed
+from ._node import EpochArray, MapNode, PositionArray, check_dataset, fetch, node_epoch_length
+from ._permutation import Permutation
+
+__all__ = ["ShuffleMap"]
+
+T = TypeVar("T")
+
+_CACHE_SIZE = 16
+
+
+class ShuffleMap(MapNode[T]):
+    """Permutes `parent` with a `Permutation` keyed by `(seed, epoch)`.
+
+    The permutation is never materialised (O(1) memory, O(1) per position). The parent
+    is shuffled one epoch block at a time (see `MapNode.epoch_length`): over a
+    `RepeatMap`, each pass gets its own permutation and no element moves to another
+    pass, so `ShuffleMap(RepeatMap(x, n), s)` equals `RepeatMap(ShuffleMap(x, s), n)`;
+    under a `RepeatMap`, each pass is a new epoch and so a new permutation.
+
+    Args:
+        parent: a node, a source, or any sequence.
+        seed: an int in `[0, 2**64)`; give each shuffle in a pipeline its own seed.
+
+    Example:
+        >>> node = ShuffleMap(range(6), seed=42)
+        >>> sorted(node) == list(range(6)), list(node) != list(range(6))
+        (True, True)
+        >>> node[2] == list(node)[2]
+        True
+    """
+
+    def __init__(self, parent: RandomAccessDataSource[T], seed: int) -> None:
+        check_dataset(parent, "ShuffleMap")
+        self._parent = parent
+        self._seed = check_seed(seed, "ShuffleMap")
+        self._length = len(parent)
+        block = node_epoch_length(parent)
+        self._block = block if 0 < block < self._length else self._length
+        self._blocks = -(-self._length // self._block) if self._length else 0
+        self._permutations: dict[tuple[int, int], Permutation] = {}
+
+    @property
+    def parent(self) -> RandomAccessDataSource[T]:
+        """The shuffled dataset."""
+        return self._parent
+
+    @property
+    def seed(self) -> int:
+        """The seed."""
+        return self._seed
+
+    def __len__(self) -> int:
+        return self._length
+
+    @property
+    def epoch_length(self) -> int:
+        """The parent's epoch length: shuffling keeps the epoch blocks in place."""
+        return self._block
+
+    def _permutation(self, size: int, epoch: int) -> Permutation:
+        perm = self._permutations.get((size, epoch))
+        if perm is None:
+            if len(self._permutations) >= _CACHE_SIZE:
+                self._permutations.clear()
+            perm = self._permutations[size, epoch] = Permutation(size, self._seed, epoch)
+        return perm
+
+    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T]:
+        if self._blocks <= 1:
+            blocks = np.zeros_like(positions)
+            within = positions
+            keys = epochs
+        else:
+            blocks, within = np.divmod(positions, self._block)
+            keys = epochs * np.uint64(self._blocks) + blocks.astype(np.uint64)
+        shuffled = np.empty_like(positions)
+        unique_keys = np.unique(keys)
+        for key in unique_keys.tolist():
+            mask = None if unique_keys.size == 1 else keys == key
+            block = int(blocks[0] if mask is None else blocks[mask][0])
+            start = block * self._block
+            size = min(self._block, self._length - start)
+            perm = self._permutation(size, key)
+            if mask is None:
+                shuffled = start + perm.take(within)
+            else:
+                shuffled[mask] = start + perm.take(within[mask])
+        return fetch(self._parent, shuffled, epochs)
+
+    def __repr__(self) -> str:
+        return f"ShuffleMap({self._parent!r}, seed={self._seed})"

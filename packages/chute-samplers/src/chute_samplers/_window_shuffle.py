@@ -1,0 +1,118 @@
+"""`WindowShuffleIter`: shuffles a stream within consecutive windows, restorable by position."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
+
+from ._checks import check_int, check_seed, state_value
+from ._iter_base import IterNode
+from ._mix_iter import check_iterator
+from ._permutation import Permutation
+
+__all__ = ["WindowShuffleIter"]
+
+T = TypeVar("T")
+
+
+class WindowShuffleIter(IterNode[T]):
+    """Reads `window_size` elements of `parent`, yields them permuted, and repeats.
+
+    Window `w` is permuted by `Permutation(len(window), seed, epoch=w)` (the last window
+    may be shorter), so the output is a pure function of the parent's stream and the
+    seed. The state does **not** hold the window's elements: it is the parent's state at
+    the start of the current window, the window's number and the offset in it. Restoring
+    re-reads the window from the parent, so it costs up to `window_size` parent elements
+    (their reading and any work the parent does on them) and `window_size` elements of
+    memory, as the window itself does.
+
+    Args:
+        parent: a checkpointable iterator.
+        window_size: elements per window (>= 1).
+        seed: an int in `[0, 2**64)`.
+
+    Example:
+        >>> from chute_samplers import SequentialIter
+        >>> it = WindowShuffleIter(SequentialIter(range(10)), window_size=4, seed=0)
+        >>> out = list(it)
+        >>> sorted(out[:4]), sorted(out[4:8]), sorted(out[8:])
+        ([0, 1, 2, 3], [4, 5, 6, 7], [8, 9])
+    """
+
+    def __init__(self, parent: CheckpointableIterator[T], window_size: int, seed: int) -> None:
+        check_iterator(parent, "WindowShuffleIter", "parent")
+        self._parent = parent
+        self._window_size = check_int(window_size, "window_size", "WindowShuffleIter", minimum=1)
+        self._seed = check_seed(seed, "WindowShuffleIter")
+        self._window_start: IteratorState | None = None  # None: at the parent's position.
+        self._window_index = 0
+        self._offset = 0
+        self._window: list[T] | None = None
+        self._order: list[int] = []
+
+    def _load(self) -> None:
+        if self._window_start is None:
+            self._window_start = self._parent.get_state()
+        else:
+            self._parent.set_state(self._window_start)
+        window: list[T] = []
+        while len(window) < self._window_size:
+            try:
+                window.append(next(self._parent))
+            except StopIteration:
+                break
+        if self._offset > len(window):
+            raise InvalidStateError(
+                f"WindowShuffleIter: the state's offset {self._offset} is past the end of its "
+                f"window ({len(window)} elements); the state belongs to another pipeline."
+            )
+        self._window = window
+        perm = Permutation(len(window), self._seed, self._window_index)
+        self._order = perm.take(range(len(window))).tolist()
+
+    def __next__(self) -> T:
+        if self._window is None:
+            self._load()
+        assert self._window is not None
+        if self._offset == len(self._window):
+            if len(self._window) < self._window_size:
+                raise StopIteration  # The parent ended inside this window.
+            self._window_start, self._window = None, None
+            self._window_index += 1
+            self._offset = 0
+            return next(self)
+        element = self._window[self._order[self._offset]]
+        self._offset += 1
+        return element
+
+    def get_state(self) -> IteratorState:
+        full = self._window is not None and self._offset == len(self._window)
+        if self._window_start is None or (full and len(self._window or ()) == self._window_size):
+            # Between windows: the next window starts at the parent's position.
+            index = self._window_index + (1 if self._window_start is not None else 0)
+            return {"window_start": self._parent.get_state(), "window": index, "offset": 0}
+        return {
+            "window_start": self._window_start,
+            "window": self._window_index,
+            "offset": self._offset,
+        }
+
+    def set_state(self, state: IteratorState, /) -> None:
+        owner = "WindowShuffleIter"
+        window_index = state_value(state, "window", owner)
+        offset = state_value(state, "offset", owner, maximum=self._window_size)
+        start = state.get("window_start")
+        if not isinstance(start, dict):
+            raise InvalidStateError(
+                f"{owner}: state['window_start'] must be a dict, got {start!r}."
+            )
+        self._parent.set_state(start)
+        self._window_start, self._window_index, self._offset = start, window_index, offset
+        self._window = None
+
+    def __repr__(self) -> str:
+        return (
+            f"WindowShuffleIter({self._parent!r}, window_size={self._window_size}, "
+            f"seed={self._seed})"
+        )

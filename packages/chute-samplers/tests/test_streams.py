@@ -1,0 +1,246 @@
+import itertools
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chute_samplers import (
+    IndexSampler,
+    InterleaveIter,
+    IterNode,
+    MixIter,
+    SequentialIter,
+    ShuffleMap,
+    WindowShuffleIter,
+)
+from chute_sources import DROPPED, InvalidStateError, RangeSource
+from chute_sources.testing import assert_resumes
+
+
+class FilterIter(IterNode):
+    """A filtered stream (the transforms layer owns the real one); state = parent's."""
+
+    def __init__(self, parent, keep):
+        self._parent, self._keep = parent, keep
+
+    def __next__(self):
+        while True:
+            element = next(self._parent)
+            if self._keep(element):
+                return element
+
+    def get_state(self):
+        return self._parent.get_state()
+
+    def set_state(self, state):
+        self._parent.set_state(state)
+
+
+# --- SequentialIter ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("chunk_size", [1, 4, 256])
+def test_sequential_iter_reads_in_order_and_resumes(chunk_size):
+    dataset = ShuffleMap(RangeSource(30), seed=1)
+    assert_resumes(
+        lambda: SequentialIter(dataset, chunk_size=chunk_size), every=1, expected=list(dataset)
+    )
+
+
+def test_sequential_iter_skips_dropped_positions_and_resumes():
+    data = [0, DROPPED, DROPPED, 3, DROPPED, 5, DROPPED]
+    for chunk_size in (1, 2, 10):
+        assert_resumes(lambda c=chunk_size: SequentialIter(data, c), every=1, expected=[0, 3, 5])
+
+
+def test_sequential_iter_rejects_bad_arguments_and_states():
+    with pytest.raises(ValueError, match="chunk_size must be >= 1"):
+        SequentialIter([1], chunk_size=0)
+    with pytest.raises(TypeError, match="dataset must be a random-access dataset"):
+        SequentialIter(5)  # type: ignore[arg-type]
+    it = SequentialIter([1, 2, 3])
+    with pytest.raises(InvalidStateError, match="out of range"):
+        it.set_state({"position": 4})
+    with pytest.raises(InvalidStateError, match="has no 'position'"):
+        it.set_state({"pos": 1})
+
+
+# --- MixIter -----------------------------------------------------------------------------
+
+
+def _filtered_mix(weights=(0.7, 0.3)):
+    evens = FilterIter(SequentialIter(RangeSource(0, 400)), lambda x: x % 10 == 0)
+    odds = FilterIter(SequentialIter(RangeSource(1000, 1100)), lambda x: x % 3 == 0)
+    return MixIter([evens, odds], weights=list(weights))
+
+
+def test_mix_iter_keeps_proportions_of_filtered_components_in_every_prefix():
+    elements = list(_filtered_mix())
+    counts = [0, 0]
+    for p, element in enumerate(elements, start=1):
+        counts[element >= 1000] += 1
+        assert abs(counts[0] - 0.7 * p) < 1 and abs(counts[1] - 0.3 * p) < 1
+    # Ends when the component whose turn it is runs out: the first has 40 elements.
+    assert counts[0] == 40
+
+
+def test_mix_iter_resumes_everywhere_including_after_exhaustion():
+    expected = list(_filtered_mix())
+    assert_resumes(_filtered_mix, every=1, expected=expected)
+    it = _filtered_mix()
+    list(it)
+    state = it.get_state()
+    assert state["exhausted"] is True
+    fresh = _filtered_mix()
+    fresh.set_state(json.loads(json.dumps(state)))
+    assert list(fresh) == []
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    weights=st.lists(st.integers(1, 9), min_size=1, max_size=4),
+    cut=st.integers(0, 60),
+)
+def test_mix_iter_resume_equals_uninterrupted_run(weights, cut):
+    def make():
+        return MixIter(
+            [SequentialIter(RangeSource(100 * j, 100 * j + 30)) for j in range(len(weights))],
+            weights,
+        )
+
+    full = list(make())
+    it = make()
+    for _ in range(min(cut, len(full))):
+        next(it)
+    restored = make()
+    restored.set_state(json.loads(json.dumps(it.get_state())))
+    assert list(restored) == full[min(cut, len(full)) :]
+
+
+def test_mix_iter_rejects_bad_arguments_and_states():
+    with pytest.raises(ValueError, match="at least one"):
+        MixIter([])
+    with pytest.raises(TypeError, match="checkpointable iterator"):
+        MixIter([iter([1, 2])])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="positive and finite"):
+        MixIter([SequentialIter([1]), SequentialIter([2])], [1, -1])
+    it = MixIter([SequentialIter([1]), SequentialIter([2])])
+    with pytest.raises(InvalidStateError, match="must list 2 states"):
+        it.set_state({"position": 0, "exhausted": False, "components": [{"position": 0}]})
+    with pytest.raises(InvalidStateError, match="must be a bool"):
+        it.set_state({"position": 0, "exhausted": 0, "components": []})
+
+
+# --- InterleaveIter ----------------------------------------------------------------------
+
+
+def _files():
+    return [list(range(100 * f, 100 * f + n)) for f, n in enumerate([3, 1, 0, 4, 2, 5])]
+
+
+def _interleave(cycle_length, use_factories=True):
+    files = _files()
+    if use_factories:
+        inputs = [lambda f=f: SequentialIter(f) for f in files]
+    else:
+        inputs = [SequentialIter(f) for f in files]
+    return InterleaveIter(inputs, cycle_length)
+
+
+@pytest.mark.parametrize("cycle_length", [1, 2, 3, 10])
+@pytest.mark.parametrize("use_factories", [True, False])
+def test_interleave_resumes_everywhere(cycle_length, use_factories):
+    elements = assert_resumes(lambda: _interleave(cycle_length, use_factories), every=1)
+    everything = list(itertools.chain.from_iterable(_files()))
+    assert sorted(elements) == sorted(everything)
+    if cycle_length == 1:
+        assert elements == everything
+
+
+def test_interleave_round_robin_order():
+    # Slot 0 reads file 0, then file 4 (file 0 ended), then file 5; slot 1 reads file 1,
+    # then file 3 (file 2 is empty).
+    expected = [0, 100, 1, 300, 2, 301, 400, 302, 401, 303, 500, 501, 502, 503, 504]
+    assert list(_interleave(2)) == expected
+
+
+def test_interleave_of_index_samplers_through_factories():
+    def make():
+        return InterleaveIter(
+            [lambda s=s: SequentialIter(ShuffleMap(RangeSource(s, s + 5), s)) for s in (0, 10, 20)],
+            cycle_length=2,
+        )
+
+    assert sorted(assert_resumes(make, every=1)) == [*range(5), *range(10, 15), *range(20, 25)]
+    sampler = IndexSampler(4, 1)
+    assert [m.record_key for m in InterleaveIter([lambda: iter(sampler)], 1)] == [0, 1, 2, 3]
+
+
+def test_interleave_rejects_bad_arguments_and_states():
+    with pytest.raises(ValueError, match="cycle_length must be >= 1"):
+        InterleaveIter([], 0)
+    with pytest.raises(TypeError, match="zero-argument callable"):
+        InterleaveIter([5], 1)  # type: ignore[list-item]
+    assert list(InterleaveIter([], 3)) == []
+    it = _interleave(2)
+    with pytest.raises(InvalidStateError, match="must list 2 slots"):
+        it.set_state({"cursor": 0, "next_input": 0, "slots": [None]})
+    with pytest.raises(InvalidStateError, match="out of range"):
+        it.set_state({"cursor": 2, "next_input": 0, "slots": [None, None]})
+    with pytest.raises(InvalidStateError, match="malformed slot"):
+        it.set_state({"cursor": 0, "next_input": 1, "slots": [{"input": 0}, None]})
+
+
+# --- WindowShuffleIter -------------------------------------------------------------------
+
+
+def _window(size=23, window_size=5, seed=7):
+    return WindowShuffleIter(SequentialIter(RangeSource(size)), window_size, seed)
+
+
+@pytest.mark.parametrize(("size", "window_size"), [(23, 5), (20, 5), (3, 10), (0, 4), (7, 1)])
+def test_window_shuffle_permutes_within_windows_and_resumes(size, window_size):
+    elements = assert_resumes(lambda: _window(size, window_size), epoch_length=window_size, every=1)
+    for start in range(0, size, window_size):
+        window = elements[start : start + window_size]
+        assert sorted(window) == list(range(start, min(start + window_size, size)))
+    if size >= 2 * window_size and window_size > 1:
+        assert elements != list(range(size))
+
+
+def test_window_shuffle_state_holds_no_elements_and_windows_differ():
+    it = _window(40, 10)
+    for _ in range(13):
+        next(it)
+    state = it.get_state()
+    assert state == {"window_start": {"position": 10}, "window": 1, "offset": 3}
+    out = list(_window(40, 10))
+    offsets = [[x - 10 * w for x in out[10 * w : 10 * w + 10]] for w in range(4)]
+    assert len({tuple(o) for o in offsets}) == 4
+
+
+def test_window_shuffle_over_a_filtered_stream_resumes():
+    def make():
+        parent = FilterIter(SequentialIter(RangeSource(60)), lambda x: x % 3 != 0)
+        return WindowShuffleIter(parent, 6, seed=1)
+
+    elements = assert_resumes(make, every=1)
+    assert sorted(elements) == [x for x in range(60) if x % 3 != 0]
+
+
+def test_window_shuffle_rejects_bad_arguments_and_states():
+    with pytest.raises(ValueError, match="window_size must be >= 1"):
+        _window(window_size=0)
+    with pytest.raises(ValueError, match="seed must be >= 0"):
+        _window(seed=-1)
+    with pytest.raises(TypeError, match="checkpointable iterator"):
+        WindowShuffleIter([1, 2], 2, 0)  # type: ignore[arg-type]
+    it = _window()
+    with pytest.raises(InvalidStateError, match="window_start"):
+        it.set_state({"window_start": 3, "window": 0, "offset": 0})
+    with pytest.raises(InvalidStateError, match="out of range"):
+        it.set_state({"window_start": {"position": 0}, "window": 0, "offset": 6})
+    it.set_state({"window_start": {"position": 20}, "window": 4, "offset": 4})
+    with pytest.raises(InvalidStateError, match="past the end of its window"):
+        next(it)
