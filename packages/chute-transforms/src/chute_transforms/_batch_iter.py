@@ -1,0 +1,221 @@
+"""`BatchIter` and `UnbatchIter`: batching and unbatching a checkpointable stream."""
+
+from __future__ import annotations
+
+from itertools import islice
+from typing import Any, Self
+
+from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
+
+from ._batch import BatchFn
+from ._batch_tree import make_batch, unbatch_elements
+from ._errors import BatchError
+from ._state import state_dict, state_int, state_parent
+from ._transforms import BatchTransform, check_batch_options
+
+__all__ = ["BatchIter", "UnbatchIter"]
+
+
+class BatchIter:
+    """Groups the elements of a checkpointable iterator into batches.
+
+    Each batch is built from `batch_size` consecutive elements by `batch_elements` (or
+    `batch_fn`). A last short batch is yielded as is, dropped (`drop_remainder`), or
+    padded (`pad`: then *every* batch is a `(batch, mask)` pair, so the structure
+    never changes; `mask` is True for real rows).
+
+    State: `{"parent": <parent state>}`, the parent's state at the start of the next
+    batch. A batch is atomic: `next()` either returns a whole batch or, if reading or
+    batching raises, rewinds the parent to the batch's start before re-raising. So the
+    state never points inside a batch, holds no elements, and restoring it continues
+    with the next whole batch (calling `next()` again after an error retries that
+    batch). It costs one `parent.get_state()` call per batch. Not thread-safe.
+
+    Args:
+        parent: the elements.
+        batch_size: elements per batch, >= 1.
+        drop_remainder: drop a last batch smaller than `batch_size`.
+        pad: pad a last short batch to `batch_size` and yield `(batch, mask)` pairs.
+        batch_fn: builds a batch from a list of elements, instead of `batch_elements`.
+
+    Example:
+        >>> from chute_transforms import BatchIter
+        >>> from chute_transforms.testing import ListIterator
+        >>> it = BatchIter(ListIterator([1, 2, 3, 4, 5]), 2)
+        >>> next(it), it.get_state()
+        (array([1, 2]), {'parent': {'index': 2}})
+        >>> list(it)
+        [array([3, 4]), array([5])]
+        >>> list(BatchIter(ListIterator([1, 2, 3]), 2, pad=True))[-1]
+        (array([3, 0]), array([ True, False]))
+    """
+
+    def __init__(
+        self,
+        parent: CheckpointableIterator[Any],
+        batch_size: int,
+        *,
+        drop_remainder: bool = False,
+        pad: bool = False,
+        batch_fn: BatchFn | None = None,
+    ) -> None:
+        check_batch_options("BatchIter", batch_size, drop_remainder, pad, batch_fn)
+        self._parent = parent
+        self._batch_size = batch_size
+        self._drop_remainder = drop_remainder
+        self._pad = pad
+        self._batch_fn = batch_fn
+
+    @classmethod
+    def from_transform(cls, parent: CheckpointableIterator[Any], transform: BatchTransform) -> Self:
+        """Returns a `BatchIter` with the options of `transform`.
+
+        Example:
+            >>> from chute_transforms import BatchTransform
+            >>> from chute_transforms.testing import ListIterator
+            >>> BatchIter.from_transform(ListIterator([1]), BatchTransform(4, pad=True))
+            BatchIter(batch_size=4, drop_remainder=False, pad=True)
+        """
+        return cls(
+            parent,
+            transform.batch_size,
+            drop_remainder=transform.drop_remainder,
+            pad=transform.pad,
+            batch_fn=transform.batch_fn,
+        )
+
+    def __repr__(self) -> str:
+        fn = "" if self._batch_fn is None else f", batch_fn={self._batch_fn!r}"
+        return (
+            f"BatchIter(batch_size={self._batch_size}, drop_remainder={self._drop_remainder}, "
+            f"pad={self._pad}{fn})"
+        )
+
+    def __iter__(self) -> Self:
+        """Returns the iterator itself."""
+        return self
+
+    def __next__(self) -> Any:
+        """Returns the next batch; raises `StopIteration` when the parent is exhausted."""
+        parent, size = self._parent, self._batch_size
+        start = parent.get_state()
+        try:
+            elements = list(islice(parent, size))
+            if len(elements) < size and (not elements or self._drop_remainder):
+                raise StopIteration
+            return make_batch(elements, size, self._pad, self._batch_fn)
+        except StopIteration:
+            raise
+        except BaseException:
+            parent.set_state(start)  # Atomic batches: the state stays at the batch start.
+            raise
+
+    def get_state(self) -> IteratorState:
+        """Returns `{"parent": ...}`: the parent's state at the start of the next batch."""
+        return {"parent": self._parent.get_state()}
+
+    def set_state(self, state: IteratorState, /) -> None:
+        """Moves to the batch that starts where `state` (from `get_state`) says.
+
+        Raises:
+            InvalidStateError: `state` is not a state of a `BatchIter`.
+        """
+        checked = state_dict(self, state, ("parent",))
+        self._parent.set_state(state_parent(self, checked))
+
+
+class UnbatchIter:
+    """Splits each batch of a checkpointable iterator into its elements.
+
+    The inverse of `BatchIter` (rows come from `unbatch_elements`: array leaves are
+    row views of the batch). With `masked=True` the parent yields `(batch, mask)`
+    pairs (as `BatchIter(..., pad=True)` does) and padding rows are dropped.
+
+    State: `{"parent": <parent state at the start of the current batch>, "offset": k}`,
+    `k` the number of rows of that batch already yielded. Restoring re-reads that one
+    batch (lazily, at the next `next()`) and skips `k` rows; between batches `k` is 0
+    and the parent state is the current one, so nothing is re-read. Not thread-safe.
+
+    Args:
+        parent: the batches.
+        masked: the parent yields `(batch, mask)` pairs; keep the rows where the mask
+            is True.
+
+    Example:
+        >>> import numpy as np
+        >>> from chute_transforms.testing import ListIterator
+        >>> it = UnbatchIter(ListIterator([np.array([1, 2]), np.array([3])]))
+        >>> int(next(it)), it.get_state()
+        (1, {'parent': {'index': 0}, 'offset': 1})
+        >>> [int(x) for x in it]
+        [2, 3]
+    """
+
+    def __init__(self, parent: CheckpointableIterator[Any], *, masked: bool = False) -> None:
+        if not isinstance(masked, bool):
+            raise TypeError(f"UnbatchIter: masked must be a bool, got {masked!r}.")
+        self._parent = parent
+        self._masked = masked
+        self._start: IteratorState = {}  # The parent state before the current batch.
+        self._rows: list[Any] = []
+        self._offset = 0
+        self._pending = 0  # Rows to skip in the next batch read (after set_state).
+
+    def __repr__(self) -> str:
+        return f"UnbatchIter(masked={self._masked})"
+
+    def __iter__(self) -> Self:
+        """Returns the iterator itself."""
+        return self
+
+    def __next__(self) -> Any:
+        """Returns the next element; raises `StopIteration` after the last batch."""
+        while self._offset >= len(self._rows):
+            self._start = self._parent.get_state()
+            try:
+                batch = next(self._parent)
+            except StopIteration:
+                if self._pending:
+                    raise InvalidStateError(
+                        f"{self!r}: the state skips {self._pending} rows of a batch, but the "
+                        f"parent has no batch there. Was it saved with other data?"
+                    ) from None
+                raise
+            if self._masked:
+                if not (isinstance(batch, tuple) and len(batch) == 2):
+                    raise BatchError(
+                        f"{self!r}: masked=True expects (batch, mask) pairs from the parent "
+                        f"(as BatchIter(..., pad=True) yields), got {type(batch).__name__}."
+                    )
+                self._rows = unbatch_elements(batch[0], mask=batch[1])
+            else:
+                self._rows = unbatch_elements(batch)
+            self._offset, self._pending = self._pending, 0
+            if self._offset > len(self._rows):
+                raise InvalidStateError(
+                    f"{self!r}: the state skips {self._offset} rows of a batch that has "
+                    f"{len(self._rows)}. Was it saved with other data?"
+                )
+        row = self._rows[self._offset]
+        self._offset += 1
+        return row
+
+    def get_state(self) -> IteratorState:
+        """Returns `{"parent": ..., "offset": ...}` (see the class documentation)."""
+        if self._pending:
+            return {"parent": self._start, "offset": self._pending}
+        if self._offset < len(self._rows):
+            return {"parent": self._start, "offset": self._offset}
+        return {"parent": self._parent.get_state(), "offset": 0}
+
+    def set_state(self, state: IteratorState, /) -> None:
+        """Moves to the element `state` (from `get_state`) names.
+
+        Raises:
+            InvalidStateError: `state` is not a state of an `UnbatchIter`.
+        """
+        checked = state_dict(self, state, ("parent", "offset"))
+        offset = state_int(self, checked, "offset")
+        parent = state_parent(self, checked)
+        self._parent.set_state(parent)
+        self._start, self._rows, self._offset, self._pending = parent, [], 0, offset

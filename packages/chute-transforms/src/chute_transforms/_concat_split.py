@@ -1,0 +1,206 @@
+"""`ConcatSplitIter`: concatenating sequences and cutting them into rows of one length."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, Self
+
+import numpy.typing as npt
+
+from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
+
+from ._errors import PackingError
+from ._packing import PackedRow, build_row, check_length, output_keys, read_sequences
+from ._state import state_dict, state_int, state_parent
+
+__all__ = ["ConcatSplitIter"]
+
+
+@dataclasses.dataclass
+class _Piece:
+    """An element whose tokens are not all emitted yet."""
+
+    anchor: IteratorState  # The parent state before this element.
+    arrays: list[npt.NDArray[Any]]  # One 1-D array per key, all of length `size`.
+    size: int
+    offset: int = 0  # Tokens already emitted.
+
+
+class ConcatSplitIter:
+    """Concatenates all sequences and cuts the stream into rows of exactly `length`.
+
+    No token is dropped or padded except in the last row, which is padded with 0
+    (segment id 0), or dropped with `drop_remainder`. A sequence may span rows: each
+    row is self-contained, its segments are numbered from 1 and positions restart at 0
+    in every row (a continued sequence starts at position 0 in the next row).
+    Elements are dicts of 1-D arrays; all keys are packed, and within one element
+    every key must have the same length (e.g. `tokens` and `targets`). Output rows:
+    `k`, `k_segment_ids`, `k_positions` per key `k` (see `FirstFitPackIter`).
+
+    State: `{"parent": <parent state before the oldest element with tokens not yet
+    emitted>, "skip": <its tokens already emitted>, "read": <elements read since>}`.
+    Restoring re-reads those `read` elements (lazily, at the next `next()`; less than
+    one row of tokens plus one element). It costs one `parent.get_state()` call per
+    element read. Not thread-safe.
+
+    Args:
+        parent: dicts of 1-D arrays (lists are converted with `np.asarray`).
+        length: the row length.
+        drop_remainder: drop the last, partial row instead of padding it.
+
+    Example:
+        >>> import numpy as np
+        >>> from chute_transforms.testing import ListIterator
+        >>> docs = [{"t": np.array([1, 2, 3])}, {"t": np.array([4, 5])}, {"t": np.array([6])}]
+        >>> rows = list(ConcatSplitIter(ListIterator(docs), length=4))
+        >>> [row["t"].tolist() for row in rows]
+        [[1, 2, 3, 4], [5, 6, 0, 0]]
+        >>> rows[1]["t_segment_ids"].tolist(), rows[1]["t_positions"].tolist()
+        ([1, 2, 0, 0], [0, 0, 0, 0])
+    """
+
+    def __init__(
+        self, parent: CheckpointableIterator[Any], length: int, *, drop_remainder: bool = False
+    ) -> None:
+        if not isinstance(drop_remainder, bool):
+            raise TypeError(
+                f"ConcatSplitIter: drop_remainder must be a bool, got {drop_remainder!r}."
+            )
+        self._parent = parent
+        self._length = check_length("ConcatSplitIter", "length", length)
+        self._drop_remainder = drop_remainder
+        self._keys: list[str] | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pieces: deque[_Piece] = deque()
+        self._pending = 0  # Tokens held, not yet emitted.
+        self._exhausted = False
+        self._restore: tuple[IteratorState, int, int] | None = None  # (parent, skip, read)
+
+    def __repr__(self) -> str:
+        return f"ConcatSplitIter(length={self._length}, drop_remainder={self._drop_remainder})"
+
+    def __iter__(self) -> Self:
+        """Returns the iterator itself."""
+        return self
+
+    def __next__(self) -> PackedRow:
+        """Returns the next row; raises `StopIteration` after the last one."""
+        if self._restore is not None:
+            self._replay()
+        length = self._length
+        while self._pending < length and not self._exhausted:
+            if not self._read():
+                self._exhausted = True
+        if self._pending == 0 or (self._pending < length and self._drop_remainder):
+            self._pieces.clear()
+            self._pending = 0
+            raise StopIteration
+        take = min(length, self._pending)
+        assert self._keys is not None
+        segments: list[list[npt.NDArray[Any]]] = [[] for _ in self._keys]
+        left = take
+        pieces = self._pieces
+        while left:
+            piece = pieces[0]
+            count = min(piece.size - piece.offset, left)
+            if count:
+                end = piece.offset + count
+                for key_segments, array in zip(segments, piece.arrays, strict=True):
+                    key_segments.append(array[piece.offset : end])
+                piece.offset = end
+                left -= count
+            if piece.offset == piece.size:
+                pieces.popleft()
+        while pieces and pieces[0].offset == pieces[0].size:  # Empty elements.
+            pieces.popleft()
+        self._pending -= take
+        return build_row(self, self._keys, segments, [length] * len(self._keys))
+
+    def _read(self) -> bool:
+        """Reads one element into `_pieces`; False at the end of the parent."""
+        anchor = self._parent.get_state()
+        try:
+            element = next(self._parent)
+        except StopIteration:
+            return False
+        try:
+            if self._keys is None:
+                keys = list(element) if isinstance(element, Mapping) else []
+                output_keys(self, keys)
+                arrays = read_sequences(self, element, keys)
+                self._keys = keys
+            else:
+                arrays = read_sequences(self, element, self._keys)
+            sizes = {len(a) for a in arrays}
+            if len(sizes) != 1:
+                raise PackingError(
+                    f"{self!r}: concat-then-split needs every key of an element to have the "
+                    f"same length, got {dict(zip(self._keys, map(len, arrays), strict=True))}."
+                )
+        except BaseException:
+            self._parent.set_state(anchor)  # The element stays unread: state consistent.
+            raise
+        size = sizes.pop()
+        self._pieces.append(_Piece(anchor, arrays, size))
+        self._pending += size
+        return True
+
+    def get_state(self) -> IteratorState:
+        """Returns the position (see the class documentation); no tokens in it."""
+        if self._restore is not None:
+            parent, skip, read = self._restore
+            return {"parent": parent, "skip": skip, "read": read}
+        if not self._pieces:
+            return {"parent": self._parent.get_state(), "skip": 0, "read": 0}
+        first = self._pieces[0]
+        return {"parent": first.anchor, "skip": first.offset, "read": len(self._pieces)}
+
+    def set_state(self, state: IteratorState, /) -> None:
+        """Moves to the position `state` (from `get_state`) names.
+
+        The parent is moved at once; its elements are re-read at the next `next()`.
+
+        Raises:
+            InvalidStateError: `state` is not a state of a `ConcatSplitIter`, or (at
+                the next `next()`) does not match the parent's data.
+        """
+        checked = state_dict(self, state, ("parent", "skip", "read"))
+        skip, read = state_int(self, checked, "skip"), state_int(self, checked, "read")
+        if skip and not read:
+            raise InvalidStateError(f"{self!r}: state skips {skip} tokens of no element.")
+        parent = state_parent(self, checked)
+        self._parent.set_state(parent)
+        self._reset()
+        if read:
+            self._restore = (parent, skip, read)
+
+    def _replay(self) -> None:
+        """Re-reads the elements of the pending restore; on error, stays restorable."""
+        assert self._restore is not None
+        restore = self._restore
+        parent, skip, read = restore
+        self._restore = None
+        try:
+            for offset in range(read):
+                if not self._read():
+                    raise InvalidStateError(
+                        f"{self!r}: the state re-reads {read} elements, but the parent ends "
+                        f"after {offset}. Was it saved with other data?"
+                    )
+            first = self._pieces[0]
+            if skip and skip >= first.size:
+                raise InvalidStateError(
+                    f"{self!r}: the state skips {skip} tokens of an element of "
+                    f"{first.size}. Was it saved with other data?"
+                )
+        except BaseException:
+            self._parent.set_state(parent)
+            self._reset()
+            self._restore = restore
+            raise
+        first.offset = skip
+        self._pending -= skip

@@ -1,0 +1,247 @@
+"""Element ops over streams (checkpointable iterators): map, random map, filter, flat map.
+
+Each wraps a parent iterator. The state holds the parent's state and, where the op
+needs it, a count: the index of the next element (for `map_with_index` and
+`random_map`, whose results depend on it) or how many outputs of the current element
+were already yielded (flat map re-computes that element on restore instead of storing
+its outputs). An exception from the user's function keeps its type and gains a note
+naming the op and the element's index in the stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import numpy as np
+
+from chute_samplers import IterNode, record_rng
+from chute_sources import CheckpointableIterator, IteratorState
+
+from ._adapters import (
+    as_filter_fn,
+    as_flat_map_fn,
+    as_map_fn,
+    as_map_with_index_fn,
+    as_random_map_fn,
+)
+from ._map_ops import fn_name
+from ._stage_errors import annotate
+from ._state import state_dict, state_int, state_parent
+
+__all__ = ["FilterIter", "FlatMapIter", "MapIter", "MapWithIndexIter", "RandomMapIter"]
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+class _StreamOp(IterNode[U]):
+    _op = "op"
+
+    def __init__(self, parent: CheckpointableIterator[Any], fn: object) -> None:
+        self._parent = parent
+        self._fn_shown = fn_name(fn)
+        self._index = 0
+
+    @property
+    def parent(self) -> CheckpointableIterator[Any]:
+        """The iterator this op reads from."""
+        return self._parent
+
+    def _fail(self, error: BaseException) -> None:
+        annotate(error, f"{self._op}({self._fn_shown})", f"index {self._index} of the stream")
+
+    def get_state(self) -> IteratorState:
+        return {"parent": self._parent.get_state(), "index": self._index}
+
+    def set_state(self, state: IteratorState, /) -> None:
+        checked = state_dict(self, state, ("parent", "index"))
+        index = state_int(self, checked, "index")
+        self._parent.set_state(state_parent(self, checked))
+        self._index = index
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._parent!r}, {self._fn_shown})"
+
+
+class MapIter(_StreamOp[U]):
+    """`fn(element)` for each element of a stream.
+
+    Example:
+        >>> from chute_samplers import SequentialIter
+        >>> list(MapIter(SequentialIter([1, 2]), lambda x: -x))
+        [-1, -2]
+    """
+
+    _op = "map"
+
+    def __init__(self, parent: CheckpointableIterator[Any], fn: Callable[[Any], U] | Any) -> None:
+        super().__init__(parent, fn)
+        self._fn = as_map_fn(fn)
+
+    def __next__(self) -> U:
+        element = next(self._parent)
+        try:
+            result: U = self._fn(element)
+        except Exception as error:
+            self._fail(error)
+            raise
+        self._index += 1
+        return result
+
+
+class MapWithIndexIter(_StreamOp[U]):
+    """`fn(index, element)`, the index counting the stream's elements from 0.
+
+    Example:
+        >>> from chute_samplers import SequentialIter
+        >>> list(MapWithIndexIter(SequentialIter(["a", "b"]), lambda i, x: x * (i + 1)))
+        ['a', 'bb']
+    """
+
+    _op = "map_with_index"
+
+    def __init__(
+        self, parent: CheckpointableIterator[Any], fn: Callable[[int, Any], U] | Any
+    ) -> None:
+        super().__init__(parent, fn)
+        self._fn = as_map_with_index_fn(fn)
+
+    def __next__(self) -> U:
+        element = next(self._parent)
+        try:
+            result: U = self._fn(self._index, element)
+        except Exception as error:
+            self._fail(error)
+            raise
+        self._index += 1
+        return result
+
+
+class RandomMapIter(_StreamOp[U]):
+    """`fn(element, rng)`, the generator a pure function of (seed, index in the stream).
+
+    Example:
+        >>> from chute_samplers import SequentialIter
+        >>> draw = lambda x, rng: round(x + rng.random(), 3)
+        >>> list(RandomMapIter(SequentialIter([0, 0]), draw, seed=7)) == list(
+        ...     RandomMapIter(SequentialIter([0, 0]), draw, seed=7))
+        True
+    """
+
+    _op = "random_map"
+
+    def __init__(
+        self,
+        parent: CheckpointableIterator[Any],
+        fn: Callable[[Any, np.random.Generator], U] | Any,
+        seed: int,
+    ) -> None:
+        super().__init__(parent, fn)
+        self._fn = as_random_map_fn(fn)
+        record_rng(seed, 0, "random_map")  # Checks the seed now.
+        self._seed = seed
+
+    def __next__(self) -> U:
+        element = next(self._parent)
+        try:
+            result: U = self._fn(element, record_rng(self._seed, self._index, "random_map"))
+        except Exception as error:
+            self._fail(error)
+            raise
+        self._index += 1
+        return result
+
+    def __repr__(self) -> str:
+        return f"RandomMapIter({self._parent!r}, {self._fn_shown}, seed={self._seed})"
+
+
+class FilterIter(_StreamOp[T]):
+    """Yields the elements for which `predicate(element)` is truthy.
+
+    Example:
+        >>> from chute_samplers import SequentialIter
+        >>> list(FilterIter(SequentialIter(range(7)), lambda x: x % 3 == 0))
+        [0, 3, 6]
+    """
+
+    _op = "filter"
+
+    def __init__(
+        self, parent: CheckpointableIterator[T], predicate: Callable[[T], Any] | Any
+    ) -> None:
+        super().__init__(parent, predicate)
+        self._predicate = as_filter_fn(predicate)
+
+    def __next__(self) -> T:
+        keep = self._predicate
+        while True:
+            element: T = next(self._parent)
+            try:
+                kept = keep(element)
+            except Exception as error:
+                self._fail(error)
+                raise
+            self._index += 1
+            if kept:
+                return element
+
+
+class FlatMapIter(_StreamOp[U]):
+    """Yields every element of `fn(element)` for each element of a stream.
+
+    State: the parent's state before the current element and how many of its outputs
+    were yielded; restoring re-computes that one element (its outputs are not stored).
+
+    Example:
+        >>> from chute_samplers import SequentialIter
+        >>> list(FlatMapIter(SequentialIter(["ab", "", "c"]), list))
+        ['a', 'b', 'c']
+    """
+
+    _op = "flat_map"
+
+    def __init__(
+        self, parent: CheckpointableIterator[Any], fn: Callable[[Any], Iterable[U]] | Any
+    ) -> None:
+        super().__init__(parent, fn)
+        self._fn, self._max_fan_out = as_flat_map_fn(fn)
+        self._start = parent.get_state()
+        self._outputs: list[U] = []
+        self._offset = 0
+
+    def __next__(self) -> U:
+        while self._offset >= len(self._outputs):
+            start = self._parent.get_state()
+            element = next(self._parent)
+            try:
+                outputs = list(self._fn(element))
+                if self._max_fan_out is not None and len(outputs) > self._max_fan_out:
+                    raise ValueError(
+                        f"the element became {len(outputs)} elements, more than the "
+                        f"transform's max_fan_out={self._max_fan_out}."
+                    )
+            except Exception as error:
+                self._parent.set_state(start)
+                self._fail(error)
+                raise
+            self._start, self._outputs, self._offset = start, outputs, 0
+            self._index += 1
+        self._offset += 1
+        return self._outputs[self._offset - 1]
+
+    def get_state(self) -> IteratorState:
+        if self._offset >= len(self._outputs):  # Between elements: no replay needed.
+            return {"parent": self._parent.get_state(), "index": self._index, "offset": 0}
+        return {"parent": self._start, "index": self._index - 1, "offset": self._offset}
+
+    def set_state(self, state: IteratorState, /) -> None:
+        checked = state_dict(self, state, ("parent", "index", "offset"))
+        index, offset = state_int(self, checked, "index"), state_int(self, checked, "offset")
+        self._parent.set_state(state_parent(self, checked))
+        self._index, self._outputs, self._offset = index, [], 0
+        if offset:
+            self._start = self._parent.get_state()
+            self._outputs = list(self._fn(next(self._parent)))
+            self._offset = min(offset, len(self._outputs))
+            self._index += 1

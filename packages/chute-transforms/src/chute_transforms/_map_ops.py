@@ -1,0 +1,245 @@
+"""Element ops over random-access datasets: map, map with index, random map, filter.
+
+Each is a `chute_samplers.MapNode`: it answers a batch of positions by reading its
+parent's batch and applying the user's function to each element, in order. Positions
+that a filter dropped hold `chute_sources.DROPPED`, which these ops pass on untouched.
+An exception from the user's function keeps its type and gains a note naming the op
+and the element's position.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+
+from chute_samplers import (
+    EpochArray,
+    MapNode,
+    PositionArray,
+    fetch,
+    node_epoch_length,
+    record_rng,
+    record_rngs,
+)
+from chute_sources import DROPPED, RandomAccessDataSource
+
+from ._adapters import as_filter_fn, as_map_fn, as_map_with_index_fn, as_random_map_fn
+from ._stage_errors import annotate
+
+__all__ = ["FilterMap", "FilterWarning", "MapMap", "MapWithIndexMap", "RandomMapMap", "fn_name"]
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+def fn_name(fn: object) -> str:
+    """A short readable name of a user's function or transform, for reprs and errors."""
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else type(fn).__name__
+
+
+class _ElementOp(MapNode[U]):
+    """Shared plumbing: the parent, its length and epochs, and error notes."""
+
+    _op = "op"
+
+    def __init__(self, parent: RandomAccessDataSource[Any], fn: object) -> None:
+        self._parent = parent
+        self._fn_shown = fn_name(fn)
+
+    @property
+    def parent(self) -> RandomAccessDataSource[Any]:
+        """The dataset this op reads from."""
+        return self._parent
+
+    def __len__(self) -> int:
+        return len(self._parent)
+
+    @property
+    def epoch_length(self) -> int:
+        return node_epoch_length(self._parent)
+
+    def _fail(self, error: BaseException, positions: PositionArray, done: int) -> None:
+        annotate(error, f"{self._op}({self._fn_shown})", f"position {int(positions[done])}")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._parent!r}, {self._fn_shown})"
+
+
+class MapMap(_ElementOp[U]):
+    """`fn(element)` for each element of a random-access dataset.
+
+    Args:
+        parent: a node, a source or any sequence.
+        fn: a `MapTransform` or a callable taking one element.
+
+    Example:
+        >>> MapMap(range(4), lambda x: x * 10).__getitems__([3, 1])
+        [30, 10]
+    """
+
+    _op = "map"
+
+    def __init__(self, parent: RandomAccessDataSource[Any], fn: Callable[[Any], U] | Any) -> None:
+        super().__init__(parent, fn)
+        self._fn = as_map_fn(fn)
+
+    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[U]:
+        fn, out = self._fn, []
+        try:
+            for element in fetch(self._parent, positions, epochs):
+                out.append(DROPPED if element is DROPPED else fn(element))
+        except Exception as error:
+            self._fail(error, positions, len(out))
+            raise
+        return out
+
+
+class MapWithIndexMap(_ElementOp[U]):
+    """`fn(position, element)` for each element; the position is this dataset's.
+
+    Example:
+        >>> list(MapWithIndexMap(["a", "b"], lambda i, x: f"{i}:{x}"))
+        ['0:a', '1:b']
+    """
+
+    _op = "map_with_index"
+
+    def __init__(
+        self, parent: RandomAccessDataSource[Any], fn: Callable[[int, Any], U] | Any
+    ) -> None:
+        super().__init__(parent, fn)
+        self._fn = as_map_with_index_fn(fn)
+
+    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[U]:
+        fn, out = self._fn, []
+        try:
+            elements = fetch(self._parent, positions, epochs)
+            for position, element in zip(positions.tolist(), elements, strict=True):
+                out.append(DROPPED if element is DROPPED else fn(position, element))
+        except Exception as error:
+            self._fail(error, positions, len(out))
+            raise
+        return out
+
+
+class RandomMapMap(_ElementOp[U]):
+    """`fn(element, rng)`, the generator a pure function of (seed, epoch, position).
+
+    The same element gets the same randomness on every run and after a resume; each
+    pass of an enclosing repeat gets new randomness (the epoch is part of the key).
+
+    Args:
+        parent: a node, a source or any sequence.
+        fn: a `RandomMapTransform` or a callable taking (element, rng).
+        seed: an int in `[0, 2**64)`.
+
+    Example:
+        >>> noise = lambda x, rng: x + rng.random()
+        >>> ds = RandomMapMap(range(3), noise, seed=0)
+        >>> ds[1] == ds[1], ds[1] == RandomMapMap(range(3), noise, seed=1)[1]
+        (True, False)
+    """
+
+    _op = "random_map"
+
+    def __init__(
+        self,
+        parent: RandomAccessDataSource[Any],
+        fn: Callable[[Any, np.random.Generator], U] | Any,
+        seed: int,
+    ) -> None:
+        super().__init__(parent, fn)
+        self._fn = as_random_map_fn(fn)
+        record_rng(seed, 0, "random_map")  # Checks the seed now, not in a worker.
+        self._seed = seed
+
+    @property
+    def seed(self) -> int:
+        """The seed of the op."""
+        return self._seed
+
+    def _rngs(self, positions: PositionArray, epochs: EpochArray) -> list[np.random.Generator]:
+        if not epochs.any():
+            return record_rngs(self._seed, positions, "random_map")
+        keys = (epochs.astype(object) << 64) | positions.astype(object)
+        return [record_rng(self._seed, int(key), "random_map") for key in keys]
+
+    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[U]:
+        fn, out = self._fn, []
+        try:
+            elements = fetch(self._parent, positions, epochs)
+            for element, rng in zip(elements, self._rngs(positions, epochs), strict=True):
+                out.append(DROPPED if element is DROPPED else fn(element, rng))
+        except Exception as error:
+            self._fail(error, positions, len(out))
+            raise
+        return out
+
+    def __repr__(self) -> str:
+        return f"RandomMapMap({self._parent!r}, {self._fn_shown}, seed={self._seed})"
+
+
+class FilterWarning(UserWarning):
+    """A filter dropped more than 90% of the elements it saw (after 1000 elements)."""
+
+
+class FilterMap(_ElementOp[T]):
+    """Keeps the elements for which `predicate(element)` is truthy.
+
+    Positions stay: a dropped element reads as `chute_sources.DROPPED`, so random
+    access and checkpoints remain O(1); iteration skips dropped positions. A
+    `FilterWarning` is issued once if more than 90% of at least 1000 elements seen in
+    this process were dropped (a filter that drops almost everything wastes the reads).
+
+    Example:
+        >>> ds = FilterMap(range(6), lambda x: x % 3 == 0)
+        >>> ds.__getitems__([0, 1, 3]), list(ds)
+        ([0, DROPPED, 3], [0, 3])
+    """
+
+    _op = "filter"
+    _WARN_AFTER = 1000
+
+    def __init__(
+        self, parent: RandomAccessDataSource[T], predicate: Callable[[T], Any] | Any
+    ) -> None:
+        super().__init__(parent, predicate)
+        self._predicate = as_filter_fn(predicate)
+        self._seen = 0
+        self._dropped = 0
+        self._warned = False
+
+    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T | Any]:
+        keep, out = self._predicate, []
+        try:
+            for element in fetch(self._parent, positions, epochs):
+                out.append(element if element is not DROPPED and keep(element) else DROPPED)
+        except Exception as error:
+            self._fail(error, positions, len(out))
+            raise
+        self._count(out)
+        return out
+
+    def _count(self, out: list[Any]) -> None:
+        if self._warned:
+            return
+        self._seen += len(out)
+        self._dropped += sum(1 for element in out if element is DROPPED)
+        if self._seen >= self._WARN_AFTER and self._dropped > 0.9 * self._seen:
+            self._warned = True
+            warnings.warn(
+                f"filter({self._fn_shown}) dropped {self._dropped} of the {self._seen} "
+                "elements it saw (> 90%); consider filtering the data once, offline, or "
+                "mixing sources by weight instead.",
+                FilterWarning,
+                stacklevel=2,
+            )
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.update(_seen=0, _dropped=0, _warned=False)
+        return state

@@ -1,0 +1,182 @@
+"""Ops over random-access datasets that change how positions map: flat map and batch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from chute_samplers import EpochArray, PositionArray, fetch
+from chute_sources import DROPPED, RandomAccessDataSource
+
+from ._adapters import as_flat_map_fn
+from ._batch import BatchFn, batch_elements
+from ._batch_tree import make_batch
+from ._errors import BatchError
+from ._map_ops import _ElementOp
+from ._transforms import check_batch_options
+
+__all__ = ["BatchMap", "FlatMapMap"]
+
+
+class FlatMapMap(_ElementOp[Any]):
+    """Splits each element into up to `max_fan_out` elements, keeping random access.
+
+    Position `p` is output `p % max_fan_out` of parent element `p // max_fan_out`;
+    slots an element does not fill read as `chute_sources.DROPPED` (iteration skips
+    them). An element that yields more than `max_fan_out` outputs raises `ValueError`.
+
+    Args:
+        parent: a node, a source or any sequence.
+        fn: a `FlatMapTransform` or a callable returning an iterable.
+        max_fan_out: the most outputs of one element; defaults to the transform's.
+
+    Example:
+        >>> ds = FlatMapMap(["ab", "c"], lambda s: list(s), max_fan_out=2)
+        >>> len(ds), list(ds)
+        (4, ['a', 'b', 'c'])
+    """
+
+    _op = "flat_map"
+
+    def __init__(
+        self,
+        parent: RandomAccessDataSource[Any],
+        fn: Callable[[Any], Iterable[Any]] | Any,
+        max_fan_out: int | None = None,
+    ) -> None:
+        super().__init__(parent, fn)
+        self._fn, declared = as_flat_map_fn(fn)
+        fan_out = max_fan_out if max_fan_out is not None else declared
+        if fan_out is None:
+            raise TypeError(
+                f"flat_map({self._fn_shown}) over a random-access dataset needs max_fan_out "
+                "(the most elements one element may become) to keep positions O(1); pass "
+                "max_fan_out=... or use a FlatMapTransform that declares it."
+            )
+        if not isinstance(fan_out, int) or isinstance(fan_out, bool) or fan_out < 1:
+            raise ValueError(f"flat_map: max_fan_out must be an int >= 1, got {fan_out!r}.")
+        self._fan_out = fan_out
+
+    def __len__(self) -> int:
+        return len(self._parent) * self._fan_out
+
+    @property
+    def epoch_length(self) -> int:
+        return super().epoch_length * self._fan_out
+
+    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[Any]:
+        fan_out = self._fan_out
+        parents, slots = np.divmod(positions, fan_out)
+        unique, inverse = np.unique(parents, return_inverse=True)
+        first = np.zeros(unique.size, np.int64)
+        first[inverse[::-1]] = np.arange(inverse.size)[::-1]  # An epoch per parent element.
+        elements = fetch(self._parent, unique, epochs[first])
+        outputs: list[list[Any] | None] = []
+        try:
+            for element in elements:
+                if element is DROPPED:
+                    outputs.append(None)
+                    continue
+                produced = list(self._fn(element))
+                if len(produced) > fan_out:
+                    raise ValueError(
+                        f"the element became {len(produced)} elements, more than "
+                        f"max_fan_out={fan_out}; raise max_fan_out."
+                    )
+                outputs.append(produced)
+        except Exception as error:
+            bad = int(unique[len(outputs)]) * fan_out
+            self._fail(error, np.array([bad]), 0)
+            raise
+        out: list[Any] = []
+        for which, slot in zip(inverse.tolist(), slots.tolist(), strict=True):
+            produced = outputs[which]
+            out.append(produced[slot] if produced is not None and slot < len(produced) else DROPPED)
+        return out
+
+    def __repr__(self) -> str:
+        return f"FlatMapMap({self._parent!r}, {self._fn_shown}, max_fan_out={self._fan_out})"
+
+
+class BatchMap(_ElementOp[Any]):
+    """Batch `b` holds positions `[b * batch_size, (b + 1) * batch_size)` of the parent.
+
+    Dropped positions (from a filter) are left out, so such a batch holds fewer
+    elements; a batch whose positions were all dropped reads as `DROPPED`. To batch
+    a filtered dataset into full batches, iterate it first (`to_iter_dataset`) and
+    batch the stream. The last batch is short unless `drop_remainder` (then it is
+    left out) or `pad` (then every batch is a `(batch, mask)` pair).
+
+    Args:
+        parent: a node, a source or any sequence.
+        batch_size: positions per batch, >= 1.
+        drop_remainder: leave out a last short batch.
+        pad: pad short batches to `batch_size`, yielding `(batch, mask)` pairs.
+        batch_fn: builds a batch from a list of elements, instead of `batch_elements`.
+
+    Example:
+        >>> ds = BatchMap(range(5), 2)
+        >>> len(ds), ds[2], ds[0]
+        (3, array([4]), array([0, 1]))
+    """
+
+    _op = "batch"
+
+    def __init__(
+        self,
+        parent: RandomAccessDataSource[Any],
+        batch_size: int,
+        *,
+        drop_remainder: bool = False,
+        pad: bool = False,
+        batch_fn: BatchFn | None = None,
+    ) -> None:
+        check_batch_options("batch", batch_size, drop_remainder, pad, batch_fn)
+        super().__init__(parent, batch_fn if batch_fn is not None else batch_elements)
+        self._batch_size = batch_size
+        self._drop_remainder = drop_remainder
+        self._pad = pad
+        self._batch_fn = batch_fn
+
+    def __len__(self) -> int:
+        count, rest = divmod(len(self._parent), self._batch_size)
+        return count + (1 if rest and not self._drop_remainder else 0)
+
+    @property
+    def epoch_length(self) -> int:
+        count, rest = divmod(super().epoch_length, self._batch_size)
+        return max(1, count + (1 if rest and not self._drop_remainder else 0))
+
+    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[Any]:
+        size, total = self._batch_size, len(self._parent)
+        starts = positions * size
+        ends = np.minimum(starts + size, total)
+        lengths = ends - starts
+        flat = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends, strict=True)])
+        elements = fetch(self._parent, flat, np.repeat(epochs, lengths))
+        out: list[Any] = []
+        offset = 0
+        for batch_number, length in enumerate(lengths.tolist()):
+            chunk = [e for e in elements[offset : offset + length] if e is not DROPPED]
+            offset += length
+            try:
+                out.append(
+                    make_batch(chunk, self._batch_size, self._pad, self._batch_fn)
+                    if chunk
+                    else DROPPED
+                )
+            except Exception as error:
+                if not isinstance(error, BatchError):
+                    self._fail(error, positions, batch_number)
+                raise
+        return out
+
+    def __repr__(self) -> str:
+        options = f"batch_size={self._batch_size}, drop_remainder={self._drop_remainder}"
+        if self._pad:
+            options += ", pad=True"
+        if self._batch_fn is not None:
+            options += f", batch_fn={self._fn_shown}"
+        return f"BatchMap({self._parent!r}, {options})"
