@@ -34,6 +34,8 @@ from chute_sources import decode_record as decode_record
 from chute_sources import encode_record as encode_record
 from chute_sources import write_array_record as write_array_record
 
+from ._iter_dataset import IterDataset as IterDataset
+from ._map_dataset import MapDataset as MapDataset
 from ._version import __version__ as __version__
 
 RangeDataSource = RangeSource
@@ -52,6 +54,8 @@ __all__ = [
     "FileInstruction",
     "InMemoryDataSource",
     "InvalidStateError",
+    "IterDataset",
+    "MapDataset",
     "NumpySource",
     "ParquetSource",
     "ParquetStream",

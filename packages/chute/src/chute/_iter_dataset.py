@@ -1,0 +1,274 @@
+"""`IterDataset`: a stream, re-iterable, whose iterators are checkpointable."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+
+import numpy as np
+
+from chute_samplers import InterleaveIter, IterNode, MixIter, SequentialIter, WindowShuffleIter
+from chute_sources import CheckpointableIterator, RandomAccessDataSource
+from chute_transforms import (
+    BatchFn,
+    BatchIter,
+    FilterIter,
+    FilterTransform,
+    FlatMapIter,
+    FlatMapTransform,
+    MapIter,
+    MapTransform,
+    MapWithIndexIter,
+    MapWithIndexTransform,
+    RandomMapIter,
+    RandomMapTransform,
+    UnbatchIter,
+)
+
+from ._pipeline import Stage, derive_seed, render, stage
+
+__all__ = ["IterDataset", "SequentialFactory"]
+
+T = TypeVar("T")
+U = TypeVar("U")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+Factory = Callable[[], CheckpointableIterator[Any]]
+"""Builds a fresh iterator at the start of the stream (picklable, for workers)."""
+
+
+class SequentialFactory:
+    """Builds `SequentialIter(node)`: a random-access dataset read in order."""
+
+    def __init__(self, node: RandomAccessDataSource[Any]) -> None:
+        self.node = node
+
+    def __call__(self) -> CheckpointableIterator[Any]:
+        return SequentialIter(self.node)
+
+
+class _OpFactory:
+    """Builds `op(parent(), *args, **kwargs)`: one stream op over a fresh parent."""
+
+    def __init__(self, parent: Factory, op: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        self.parent, self.op, self.args, self.kwargs = parent, op, args, kwargs
+
+    def __call__(self) -> CheckpointableIterator[Any]:
+        result: CheckpointableIterator[Any] = self.op(self.parent(), *self.args, **self.kwargs)
+        return result
+
+
+class _MixFactory:
+    def __init__(self, parents: Sequence[Factory], weights: Sequence[float] | None) -> None:
+        self.parents, self.weights = tuple(parents), weights
+
+    def __call__(self) -> CheckpointableIterator[Any]:
+        return MixIter([make() for make in self.parents], self.weights)
+
+
+class _InterleaveFactory:
+    def __init__(self, parents: Sequence[Factory], cycle_length: int) -> None:
+        self.parents, self.cycle_length = tuple(parents), cycle_length
+
+    def __call__(self) -> CheckpointableIterator[Any]:
+        return InterleaveIter(list(self.parents), self.cycle_length)
+
+
+class IterDataset(Generic[T]):
+    """A stream of elements of type `T`; `iter(ds)` gives a checkpointable iterator.
+
+    Usually made with `MapDataset.to_iter_dataset()`. Each method returns a new
+    dataset; iterating builds a fresh chain of iterators, so a dataset can be iterated
+    many times, independently. Iterators have `get_state()` (a small JSON dict) and
+    `set_state(state)`.
+
+    Example:
+        >>> import chute
+        >>> ds = chute.MapDataset.range(6).to_iter_dataset().filter(lambda x: x % 2).batch(2)
+        >>> it = iter(ds)
+        >>> next(it).tolist(), it.get_state() is not None
+        ([1, 3], True)
+        >>> [b.tolist() for b in it]
+        [[5]]
+    """
+
+    __slots__ = ("_factory", "_seed", "_stages")
+
+    def __init__(
+        self, factory: Factory, *, seed: int | None = None, stages: tuple[Stage, ...] = ()
+    ) -> None:
+        self._factory = factory
+        self._seed = seed
+        self._stages = stages
+
+    def _then(
+        self, op: Callable[..., Any], item: Stage, *args: Any, **kwargs: Any
+    ) -> IterDataset[Any]:
+        factory = _OpFactory(self._factory, op, *args, **kwargs)
+        return IterDataset(factory, seed=self._seed, stages=(*self._stages, item))
+
+    def _stage_seed(self, seed: int | None, op: str) -> int:
+        if seed is not None:
+            return operator.index(seed)
+        if self._seed is None:
+            raise ValueError(
+                f"{op} needs a seed: pass seed=... or set the pipeline's seed first, e.g. "
+                f"ds.seed(0).{op}(...)."
+            )
+        return derive_seed(self._seed, len(self._stages))
+
+    def seed(self, seed: int) -> IterDataset[T]:
+        """Sets the seed from which later random stages without a `seed` derive theirs."""
+        checked = operator.index(seed)
+        if not 0 <= checked < 2**64:
+            raise ValueError(f"seed must be in [0, 2**64), got {seed!r}.")
+        return IterDataset(
+            self._factory, seed=checked, stages=(*self._stages, stage("seed", seed=checked))
+        )
+
+    def map(self, transform: MapTransform[T, U] | Callable[[T], U]) -> IterDataset[U]:
+        """`transform(element)` for each element."""
+        return self._then(MapIter, stage("map", fn=transform), transform)
+
+    def map_with_index(
+        self, transform: MapWithIndexTransform[T, U] | Callable[[int, T], U]
+    ) -> IterDataset[U]:
+        """`transform(index, element)`, the index counting this stream's elements."""
+        return self._then(MapWithIndexIter, stage("map_with_index", fn=transform), transform)
+
+    def random_map(
+        self,
+        transform: RandomMapTransform[T, U] | Callable[[T, np.random.Generator], U],
+        *,
+        seed: int | None = None,
+    ) -> IterDataset[U]:
+        """`transform(element, rng)`; `rng` is a pure function of (seed, index)."""
+        chosen = self._stage_seed(seed, "random_map")
+        return self._then(
+            RandomMapIter, stage("random_map", fn=transform, seed=chosen), transform, chosen
+        )
+
+    def filter(self, transform: FilterTransform[T] | Callable[[T], Any]) -> IterDataset[T]:
+        """Keeps the elements for which `transform(element)` is truthy."""
+        return self._then(FilterIter, stage("filter", fn=transform), transform)
+
+    def flat_map(
+        self, transform: FlatMapTransform[T, U] | Callable[[T], Iterable[U]]
+    ) -> IterDataset[U]:
+        """Yields every element of `transform(element)`, for each element."""
+        return self._then(FlatMapIter, stage("flat_map", fn=transform), transform)
+
+    def batch(
+        self,
+        batch_size: int,
+        *,
+        drop_remainder: bool = False,
+        pad: bool = False,
+        batch_fn: BatchFn | None = None,
+    ) -> IterDataset[Any]:
+        """Groups `batch_size` consecutive elements into a batch."""
+        BatchIter(
+            _EmptyIterator(), batch_size, drop_remainder=drop_remainder, pad=pad, batch_fn=batch_fn
+        )
+        params: dict[str, Any] = {"batch_size": batch_size, "drop_remainder": drop_remainder}
+        if pad:
+            params["pad"] = True
+        if batch_fn is not None:
+            params["batch_fn"] = batch_fn
+        return self._then(
+            BatchIter,
+            stage("batch", **params),
+            batch_size,
+            drop_remainder=drop_remainder,
+            pad=pad,
+            batch_fn=batch_fn,
+        )
+
+    def unbatch(self) -> IterDataset[Any]:
+        """Splits each batch back into its elements."""
+        return self._then(UnbatchIter, stage("unbatch"))
+
+    def window_shuffle(self, window_size: int, seed: int | None = None) -> IterDataset[T]:
+        """Shuffles within consecutive windows of `window_size` elements."""
+        chosen = self._stage_seed(seed, "window_shuffle")
+        item = stage("window_shuffle", window_size=window_size, seed=chosen)
+        return self._then(WindowShuffleIter, item, window_size, chosen)
+
+    @staticmethod
+    def mix(
+        datasets: Sequence[IterDataset[Any]], weights: Sequence[float] | None = None
+    ) -> IterDataset[Any]:
+        """Interleaves streams in proportion to `weights` (counted in output elements).
+
+        Works when the streams are filtered; stops when the stream whose turn it is
+        runs out.
+
+        Example:
+            >>> import chute
+            >>> evens = chute.MapDataset.range(20).to_iter_dataset().filter(lambda x: x % 2 == 0)
+            >>> odds = chute.MapDataset.range(20).to_iter_dataset().filter(lambda x: x % 2 == 1)
+            >>> list(IterDataset.mix([evens, odds], [3, 1]))[:8]
+            [0, 2, 4, 1, 6, 8, 10, 3]
+        """
+        checked = [_as_iter_dataset(d) for d in datasets]
+        shown = None if weights is None else list(weights)
+        item = Stage("mix", (("weights", repr(shown)),), tuple(d._stages for d in checked))
+        return IterDataset(_MixFactory([d._factory for d in checked], weights), stages=(item,))
+
+    @staticmethod
+    def interleave(datasets: Sequence[IterDataset[Any]], cycle_length: int) -> IterDataset[Any]:
+        """Reads `cycle_length` streams at a time, one element from each in turn.
+
+        Example:
+            >>> import chute
+            >>> parts = [chute.MapDataset.source([c] * 2).to_iter_dataset() for c in "abc"]
+            >>> "".join(IterDataset.interleave(parts, cycle_length=2))
+            'ababcc'
+        """
+        checked = [_as_iter_dataset(d) for d in datasets]
+        item = Stage(
+            "interleave", (("cycle_length", repr(cycle_length)),), tuple(d._stages for d in checked)
+        )
+        factory = _InterleaveFactory([d._factory for d in checked], cycle_length)
+        return IterDataset(factory, stages=(item,))
+
+    def pipe(
+        self, fn: Callable[Concatenate[IterDataset[T], P], R], *args: P.args, **kwargs: P.kwargs
+    ) -> R:
+        """Returns `fn(self, *args, **kwargs)`, to keep a chain readable."""
+        return fn(self, *args, **kwargs)
+
+    def __iter__(self) -> IterNode[T]:
+        iterator: Any = self._factory()
+        return iterator  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return render("IterDataset", self._stages)
+
+
+def _as_iter_dataset(dataset: Any) -> IterDataset[Any]:
+    from ._map_dataset import MapDataset
+
+    if isinstance(dataset, IterDataset):
+        return dataset
+    if isinstance(dataset, MapDataset):
+        return dataset.to_iter_dataset()
+    raise TypeError(f"expected an IterDataset or a MapDataset, got {type(dataset).__name__}.")
+
+
+class _EmptyIterator:
+    """A stand-in parent used to validate options when a stage is declared."""
+
+    def __iter__(self) -> _EmptyIterator:
+        return self
+
+    def __next__(self) -> Any:
+        raise StopIteration
+
+    def get_state(self) -> dict[str, Any]:
+        return {}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        pass

@@ -1,0 +1,399 @@
+"""`MapDataset`: a random-access dataset built one fluent method at a time."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    ParamSpec,
+    SupportsIndex,
+    TypeVar,
+    overload,
+)
+
+import numpy as np
+
+from chute_samplers import (
+    MixMap,
+    RepeatMap,
+    SelectFromMap,
+    ShardMap,
+    ShardOptions,
+    ShuffleMap,
+    SliceMap,
+)
+from chute_sources import RandomAccessDataSource, RangeSource
+from chute_transforms import (
+    BatchFn,
+    BatchMap,
+    FilterMap,
+    FilterTransform,
+    FlatMapMap,
+    FlatMapTransform,
+    MapMap,
+    MapTransform,
+    MapWithIndexMap,
+    MapWithIndexTransform,
+    RandomMapMap,
+    RandomMapTransform,
+)
+
+from ._pipeline import Stage, derive_seed, render, stage
+
+if TYPE_CHECKING:
+    from ._iter_dataset import IterDataset
+
+__all__ = ["MapDataset"]
+
+T = TypeVar("T")
+U = TypeVar("U")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class MapDataset(Generic[T]):
+    """A dataset with a length and random access, whose elements have type `T`.
+
+    Build one from a source (`MapDataset.source`, `MapDataset.range`) and chain
+    methods; each returns a new dataset and builds one node of the layers below
+    (nothing is read until elements are asked for). Datasets are immutable and can be
+    iterated any number of times, independently. Random stages (`shuffle`,
+    `random_map`) take a `seed`, or derive one from the pipeline's `.seed(...)`.
+
+    Example:
+        >>> import chute
+        >>> ds = chute.MapDataset.range(10).seed(42).shuffle().map(lambda x: x * 10)
+        >>> len(ds), sorted(ds) == [x * 10 for x in range(10)]
+        (10, True)
+        >>> ds.batch(4)[2].tolist() == [ds[8], ds[9]]
+        True
+    """
+
+    __slots__ = ("_node", "_seed", "_stages")
+
+    def __init__(
+        self,
+        node: RandomAccessDataSource[T],
+        *,
+        seed: int | None = None,
+        stages: tuple[Stage, ...] = (),
+    ) -> None:
+        self._node = node
+        self._seed = seed
+        self._stages = stages
+
+    # --- building --------------------------------------------------------------------
+
+    @classmethod
+    def source(cls, source: RandomAccessDataSource[U] | Sequence[U]) -> MapDataset[U]:
+        """A dataset over a random-access source (anything with `len` and indexing).
+
+        Example:
+            >>> MapDataset.source(["a", "b"])[1]
+            'b'
+        """
+        if isinstance(source, MapDataset):
+            return source
+        if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")) or isinstance(
+            source, str | bytes | dict
+        ):
+            raise TypeError(
+                "MapDataset.source needs a random-access source (len() and indexing by "
+                f"integer), got {type(source).__name__}; for an iterable, use list(...) or a "
+                "chute source."
+            )
+        text = repr(source)
+        shown = text if len(text) <= 100 else text[:97] + "..."
+        node: RandomAccessDataSource[U] = source  # type: ignore[assignment]
+        return MapDataset(node, stages=(Stage("source", (("", shown),)),))
+
+    @classmethod
+    def range(cls, start: int, stop: int | None = None, step: int = 1) -> MapDataset[int]:
+        """The integers of `range(start, stop, step)`.
+
+        Example:
+            >>> list(MapDataset.range(1, 10, 4))
+            [1, 5, 9]
+        """
+        return MapDataset.source(RangeSource(start, stop, step))
+
+    def _then(self, node: RandomAccessDataSource[U], item: Stage) -> MapDataset[U]:
+        return MapDataset(node, seed=self._seed, stages=(*self._stages, item))
+
+    def _stage_seed(self, seed: int | None, op: str) -> int:
+        if seed is not None:
+            return operator.index(seed)
+        if self._seed is None:
+            raise ValueError(
+                f"{op} needs a seed: pass seed=... or set the pipeline's seed first, e.g. "
+                f"ds.seed(0).{op}(...)."
+            )
+        return derive_seed(self._seed, len(self._stages))
+
+    def seed(self, seed: int) -> MapDataset[T]:
+        """Sets the seed from which later random stages without a `seed` derive theirs.
+
+        Each random stage gets its own seed, derived from this one and its place in
+        the pipeline.
+
+        Example:
+            >>> ds = MapDataset.range(5).seed(0).shuffle()
+            >>> list(ds) == list(MapDataset.range(5).seed(0).shuffle())
+            True
+        """
+        checked = operator.index(seed)
+        if not 0 <= checked < 2**64:
+            raise ValueError(f"seed must be in [0, 2**64), got {seed!r}.")
+        return MapDataset(
+            self._node, seed=checked, stages=(*self._stages, stage("seed", seed=checked))
+        )
+
+    def shuffle(self, seed: int | None = None) -> MapDataset[T]:
+        """A global shuffle; repeated, each epoch is shuffled anew.
+
+        Example:
+            >>> sorted(MapDataset.range(4).shuffle(seed=1))
+            [0, 1, 2, 3]
+        """
+        chosen = self._stage_seed(seed, "shuffle")
+        return self._then(ShuffleMap(self._node, chosen), stage("shuffle", seed=chosen))
+
+    def repeat(self, num_epochs: int | None = None) -> MapDataset[T]:
+        """`num_epochs` passes over the dataset (None: endless, length `sys.maxsize`).
+
+        Example:
+            >>> list(MapDataset.range(2).repeat(3))
+            [0, 1, 0, 1, 0, 1]
+        """
+        return self._then(RepeatMap(self._node, num_epochs), stage("repeat", num_epochs=num_epochs))
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> MapDataset[T]: ...
+    def __getitem__(self, index: SupportsIndex | slice) -> T | MapDataset[T]:
+        """An element, or with a slice a new dataset of the selected positions.
+
+        Example:
+            >>> ds = MapDataset.range(10)
+            >>> ds[-1], list(ds[2:8:3])
+            (9, [2, 5])
+        """
+        if isinstance(index, slice):
+            shown = f"[{index.start}:{index.stop}:{index.step}]".replace("None", "")
+            return self._then(SliceMap(self._node, index), Stage("slice", (("", shown),)))
+        element: T = self._node[index]
+        return element
+
+    def slice(self, selection: slice) -> MapDataset[T]:
+        """The same as `ds[selection]`."""
+        return self[selection]
+
+    def shard(
+        self,
+        shard_index: int | ShardOptions,
+        shard_count: int | None = None,
+        drop_remainder: bool = False,
+    ) -> MapDataset[T]:
+        """This process's share: every `shard_count`-th element from `shard_index`.
+
+        Accepts a `ShardOptions` too. Shards are disjoint and together cover the data.
+
+        Example:
+            >>> list(MapDataset.range(7).shard(1, 3))
+            [1, 4]
+        """
+        if isinstance(shard_index, ShardOptions):
+            options = shard_index
+        else:
+            if shard_count is None:
+                raise TypeError("shard needs shard_count (or a ShardOptions).")
+            options = ShardOptions(shard_index, shard_count, drop_remainder)
+        node = ShardMap(
+            self._node, options.shard_index, options.shard_count, options.drop_remainder
+        )
+        item = stage(
+            "shard",
+            shard_index=options.shard_index,
+            shard_count=options.shard_count,
+            drop_remainder=options.drop_remainder,
+        )
+        return self._then(node, item)
+
+    def map(self, transform: MapTransform[T, U] | Callable[[T], U]) -> MapDataset[U]:
+        """`transform(element)` for each element.
+
+        Example:
+            >>> list(MapDataset.range(3).map(lambda x: x * x))
+            [0, 1, 4]
+        """
+        return self._then(MapMap(self._node, transform), stage("map", fn=transform))
+
+    def map_with_index(
+        self, transform: MapWithIndexTransform[T, U] | Callable[[int, T], U]
+    ) -> MapDataset[U]:
+        """`transform(index, element)` for each element; the index is its position.
+
+        Example:
+            >>> list(MapDataset.source(["a", "b"]).map_with_index(lambda i, x: f"{i}{x}"))
+            ['0a', '1b']
+        """
+        node: MapWithIndexMap[U] = MapWithIndexMap(self._node, transform)
+        return self._then(node, stage("map_with_index", fn=transform))
+
+    def random_map(
+        self,
+        transform: RandomMapTransform[T, U] | Callable[[T, np.random.Generator], U],
+        *,
+        seed: int | None = None,
+    ) -> MapDataset[U]:
+        """`transform(element, rng)`; `rng` is a pure function of (seed, epoch, position).
+
+        Example:
+            >>> ds = MapDataset.range(3).random_map(lambda x, rng: x + rng.random(), seed=0)
+            >>> list(ds) == list(ds)
+            True
+        """
+        chosen = self._stage_seed(seed, "random_map")
+        node: RandomMapMap[U] = RandomMapMap(self._node, transform, chosen)
+        return self._then(node, stage("random_map", fn=transform, seed=chosen))
+
+    def filter(self, transform: FilterTransform[T] | Callable[[T], Any]) -> MapDataset[T]:
+        """Keeps the elements for which `transform(element)` is truthy.
+
+        Positions stay (a dropped one reads as `chute.DROPPED`), so `len` does not
+        change; iteration skips dropped positions.
+
+        Example:
+            >>> list(MapDataset.range(6).filter(lambda x: x % 2))
+            [1, 3, 5]
+        """
+        return self._then(FilterMap(self._node, transform), stage("filter", fn=transform))
+
+    def flat_map(
+        self,
+        transform: FlatMapTransform[T, U] | Callable[[T], Iterable[U]],
+        *,
+        max_fan_out: int | None = None,
+    ) -> MapDataset[U]:
+        """Each element becomes up to `max_fan_out` elements.
+
+        Example:
+            >>> list(MapDataset.source(["ab", "c"]).flat_map(list, max_fan_out=2))
+            ['a', 'b', 'c']
+        """
+        node: FlatMapMap = FlatMapMap(self._node, transform, max_fan_out)
+        return self._then(node, stage("flat_map", fn=transform, max_fan_out=max_fan_out))
+
+    def batch(
+        self,
+        batch_size: int,
+        *,
+        drop_remainder: bool = False,
+        pad: bool = False,
+        batch_fn: BatchFn | None = None,
+    ) -> MapDataset[Any]:
+        """Consecutive elements stacked into batches (see `chute.batch_elements`).
+
+        Example:
+            >>> [b.tolist() for b in MapDataset.range(5).batch(2, drop_remainder=True)]
+            [[0, 1], [2, 3]]
+        """
+        node = BatchMap(
+            self._node, batch_size, drop_remainder=drop_remainder, pad=pad, batch_fn=batch_fn
+        )
+        params: dict[str, Any] = {"batch_size": batch_size, "drop_remainder": drop_remainder}
+        if pad:
+            params["pad"] = True
+        if batch_fn is not None:
+            params["batch_fn"] = batch_fn
+        return self._then(node, stage("batch", **params))
+
+    @staticmethod
+    def mix(
+        datasets: Sequence[MapDataset[Any]], weights: Sequence[float] | None = None
+    ) -> MapDataset[Any]:
+        """Interleaves datasets in proportion to `weights`, deterministically.
+
+        In every prefix, each dataset's count is within one element of its share. The
+        mix ends when a dataset runs out (repeat them to avoid that).
+
+        Example:
+            >>> a, b = MapDataset.source(["a"] * 4), MapDataset.source(["b"] * 8)
+            >>> "".join(MapDataset.mix([a, b], weights=[1, 2]))
+            'babbabbabbab'
+        """
+        checked = [MapDataset.source(d) for d in datasets]
+        node = MixMap([d._node for d in checked], weights)
+        shown = None if weights is None else list(weights)
+        item = Stage("mix", (("weights", repr(shown)),), tuple(d._stages for d in checked))
+        return MapDataset(node, stages=(item,))
+
+    @staticmethod
+    def select_from(
+        datasets: Sequence[MapDataset[Any]], selector: Sequence[int] | np.ndarray[Any, Any]
+    ) -> MapDataset[Any]:
+        """Element `i` comes from `datasets[selector[i]]` (each dataset read in order).
+
+        Example:
+            >>> a, b = MapDataset.source(["x", "y"]), MapDataset.source(["z"])
+            >>> list(MapDataset.select_from([a, b], [0, 1, 0]))
+            ['x', 'z', 'y']
+        """
+        checked = [MapDataset.source(d) for d in datasets]
+        node = SelectFromMap([d._node for d in checked], selector)
+        item = Stage(
+            "select_from",
+            (("selector", f"<{len(node)} choices>"),),
+            tuple(d._stages for d in checked),
+        )
+        return MapDataset(node, stages=(item,))
+
+    def to_iter_dataset(self) -> IterDataset[T]:
+        """A stream over the elements in order, skipping dropped positions.
+
+        Its iterators are checkpointable (`get_state` / `set_state`).
+
+        Example:
+            >>> it = iter(MapDataset.range(3).to_iter_dataset())
+            >>> next(it), it.get_state()
+            (0, {'position': 1})
+        """
+        from ._iter_dataset import IterDataset, SequentialFactory
+
+        return IterDataset(
+            SequentialFactory(self._node),
+            seed=self._seed,
+            stages=(*self._stages, stage("to_iter_dataset")),
+        )
+
+    def pipe(
+        self, fn: Callable[Concatenate[MapDataset[T], P], R], *args: P.args, **kwargs: P.kwargs
+    ) -> R:
+        """Returns `fn(self, *args, **kwargs)`, to keep a chain readable.
+
+        Example:
+            >>> MapDataset.range(4).pipe(lambda ds, n: ds[:n], 2).__len__()
+            2
+        """
+        return fn(self, *args, **kwargs)
+
+    # --- reading ----------------------------------------------------------------------
+
+    @property
+    def node(self) -> RandomAccessDataSource[T]:
+        """The node of the layers below that this dataset wraps."""
+        return self._node
+
+    def __len__(self) -> int:
+        return len(self._node)
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.to_iter_dataset())
+
+    def __repr__(self) -> str:
+        return render("MapDataset", self._stages)
