@@ -85,8 +85,8 @@ def test_print_shows_the_pipeline_as_a_chain():
         .shuffle(seed=5)
         .map(double)
         .filter(operator.truth)[2:]
-        .batch(2)
         .to_iter_dataset()
+        .batch(2)
     )
     assert str(ds) == "\n".join(
         [
@@ -96,9 +96,9 @@ def test_print_shows_the_pipeline_as_a_chain():
             "  .shuffle(seed=5)",
             "  .map(fn=double)",
             "  .filter(fn=truth)",
-            "  .slice([2::])",
-            "  .batch(batch_size=2, drop_remainder=False)",
+            "  .slice([2:])",
             "  .to_iter_dataset()",
+            "  .batch(batch_size=2, drop_remainder=False)",
         ]
     )
 
@@ -161,3 +161,57 @@ def test_batch_options_are_checked_when_declared():
 def test_pipe_and_aliases():
     assert MapDataset.range(4).pipe(lambda ds, n: len(ds[:n]), 3) == 3
     assert chute.MapDataset.source(chute.RangeDataSource(0, 3)).node is not None
+
+
+def test_adding_a_deterministic_stage_upstream_keeps_the_shuffle_order():
+    plain = list(MapDataset.range(50).seed(3).shuffle())
+    assert list(MapDataset.range(50).map(operator.pos).seed(3).shuffle()) == plain
+    assert list(MapDataset.range(50).seed(3).filter(operator.truth).shuffle()) != []
+
+
+def test_read_errors_are_not_blamed_on_the_op_above():
+    class Broken:
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, key):
+            if key == 2:
+                raise KeyError("bad record")
+            return key
+
+    with pytest.raises(KeyError) as info:
+        list(MapDataset.source(Broken()).map(operator.neg))
+    assert not any("map(neg)" in note for note in getattr(info.value, "__notes__", []))
+
+
+def test_slices_print_like_python():
+    assert str(MapDataset.range(9)[:8]).endswith(".slice([:8])")
+    assert str(MapDataset.range(9)[1::2]).endswith(".slice([1::2])")
+
+
+def test_batching_positions_after_a_filter_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match=r"cannot follow filter.*to_iter_dataset\(\)\.batch"):
+        MapDataset.range(9).filter(operator.truth).map(operator.neg).batch(2)
+    with pytest.raises(ValueError, match="cannot follow filter or flat_map"):
+        MapDataset.mix([MapDataset.range(3).flat_map(lambda x: [x], max_fan_out=1)]).batch(2)
+
+
+def test_list_sources_hand_out_copies_so_in_place_maps_stay_pure():
+    def scale(element):
+        element["x"] = element["x"] * 2
+        return element
+
+    ds = MapDataset.source([{"x": 1.0}, {"x": 2.0}]).map(scale)
+    assert list(ds) == list(ds) == [{"x": 2.0}, {"x": 4.0}]
+
+
+def test_iter_dataset_source_wants_a_factory_not_an_iterator():
+    from functools import partial
+
+    from chute_samplers import SequentialIter
+
+    with pytest.raises(TypeError, match="can be iterated only once"):
+        IterDataset.source(SequentialIter([1]))
+    ds = IterDataset.interleave([partial(SequentialIter, [1, 2]), partial(SequentialIter, [3])], 2)
+    assert list(ds) == list(ds) == [1, 3, 2]
+    assert "[0] <a stream>" not in str(ds)

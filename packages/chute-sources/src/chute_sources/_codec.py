@@ -162,7 +162,10 @@ def _dtype_of(dtype_str: Any) -> np.dtype[Any]:
     if dtype is None:
         if type(dtype_str) is not str:
             raise CorruptRecordError(f"bad dtype {dtype_str!r}")
-        dtype = np.dtype(dtype_str)
+        try:
+            dtype = np.dtype(dtype_str)
+        except Exception as error:  # numpy's parser raises many types on junk.
+            raise CorruptRecordError(f"bad dtype {dtype_str!r}") from error
         if dtype.hasobject or dtype.fields is not None or dtype.str != dtype_str:
             raise CorruptRecordError(f"dtype {dtype_str!r} is not allowed")
         if len(_DTYPES) < 1024:
@@ -285,5 +288,5 @@ def decode_record(data: BytesLike) -> Any:
         raise CorruptRecordError(f"corrupt chute record: {error}") from None
     except StopIteration:
         raise CorruptRecordError("corrupt chute record: the header is not JSON") from None
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as error:
+    except (Exception, RecursionError) as error:  # Malformed data may fail in any way.
         raise CorruptRecordError(f"corrupt chute record: {error!r}") from error

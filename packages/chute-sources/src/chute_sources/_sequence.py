@@ -18,6 +18,10 @@ class SequenceSource(Source[T]):
     The sequence is held by reference and pickled with the source: each worker process
     gets its own copy. For large data shared by many workers use `SharedMemorySource`.
 
+    Records that are dicts or lists are returned as shallow copies, so a transform that
+    sets a key of its input (`element["image"] = ...`) cannot change what the source
+    holds, and the next pass reads the original again (a pure function of position).
+
     Args:
         sequence: the records.
 
@@ -39,11 +43,18 @@ class SequenceSource(Source[T]):
         return len(self._sequence)
 
     def _read(self, index: int) -> T:
-        return self._sequence[index]
+        return _fresh(self._sequence[index])
 
     def _read_many(self, indices: Sequence[int]) -> list[T]:
         seq = self._sequence
-        return [seq[i] for i in indices]
+        return [_fresh(seq[i]) for i in indices]
 
     def _params(self) -> dict[str, Any]:
         return {"type": type(self._sequence).__name__, "len": len(self._sequence)}
+
+
+def _fresh(record: T) -> T:
+    kind = type(record)
+    if kind is dict or kind is list:
+        return record.copy()  # type: ignore[attr-defined, no-any-return]
+    return record

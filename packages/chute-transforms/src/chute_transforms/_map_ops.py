@@ -89,8 +89,9 @@ class MapMap(_ElementOp[U]):
 
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[U]:
         fn, out = self._fn, []
+        elements = fetch(self._parent, positions, epochs)  # Read errors are not this op's.
         try:
-            for element in fetch(self._parent, positions, epochs):
+            for element in elements:
                 out.append(DROPPED if element is DROPPED else fn(element))
         except Exception as error:
             self._fail(error, positions, len(out))
@@ -116,8 +117,8 @@ class MapWithIndexMap(_ElementOp[U]):
 
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[U]:
         fn, out = self._fn, []
+        elements = fetch(self._parent, positions, epochs)
         try:
-            elements = fetch(self._parent, positions, epochs)
             for position, element in zip(positions.tolist(), elements, strict=True):
                 out.append(DROPPED if element is DROPPED else fn(position, element))
         except Exception as error:
@@ -170,8 +171,8 @@ class RandomMapMap(_ElementOp[U]):
 
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[U]:
         fn, out = self._fn, []
+        elements = fetch(self._parent, positions, epochs)
         try:
-            elements = fetch(self._parent, positions, epochs)
             for element, rng in zip(elements, self._rngs(positions, epochs), strict=True):
                 out.append(DROPPED if element is DROPPED else fn(element, rng))
         except Exception as error:
@@ -215,8 +216,9 @@ class FilterMap(_ElementOp[T]):
 
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T | Any]:
         keep, out = self._predicate, []
+        elements = fetch(self._parent, positions, epochs)
         try:
-            for element in fetch(self._parent, positions, epochs):
+            for element in elements:
                 out.append(element if element is not DROPPED and keep(element) else DROPPED)
         except Exception as error:
             self._fail(error, positions, len(out))

@@ -11,6 +11,10 @@ Example:
     [1, 3, 5, 7, 9]
 """
 
+from chute_samplers import IndexSampler as IndexSampler
+from chute_samplers import NoSharding as NoSharding
+from chute_samplers import ShardOptions as ShardOptions
+from chute_sources import DROPPED as DROPPED
 from chute_sources import ArrayRecordSource as ArrayRecordSource
 from chute_sources import CheckpointableIterator as CheckpointableIterator
 from chute_sources import ChuteError as ChuteError
@@ -33,6 +37,14 @@ from chute_sources import SourceFileNotFoundError as SourceFileNotFoundError
 from chute_sources import decode_record as decode_record
 from chute_sources import encode_record as encode_record
 from chute_sources import write_array_record as write_array_record
+from chute_transforms import BatchError as BatchError
+from chute_transforms import BatchTransform as BatchTransform
+from chute_transforms import FilterTransform as FilterTransform
+from chute_transforms import FlatMapTransform as FlatMapTransform
+from chute_transforms import MapTransform as MapTransform
+from chute_transforms import MapWithIndexTransform as MapWithIndexTransform
+from chute_transforms import RandomMapTransform as RandomMapTransform
+from chute_transforms import batch_elements as batch_elements
 
 from ._iter_dataset import IterDataset as IterDataset
 from ._map_dataset import MapDataset as MapDataset
@@ -46,31 +58,43 @@ ArrayRecordDataSource = ArrayRecordSource
 """Grain's name for `ArrayRecordSource`."""
 
 __all__ = [
+    "DROPPED",
     "ArrayRecordDataSource",
     "ArrayRecordSource",
+    "BatchError",
+    "BatchTransform",
     "CheckpointableIterator",
     "ChuteError",
     "CorruptRecordError",
     "FileInstruction",
+    "FilterTransform",
+    "FlatMapTransform",
     "InMemoryDataSource",
+    "IndexSampler",
     "InvalidStateError",
     "IterDataset",
     "MapDataset",
+    "MapTransform",
+    "MapWithIndexTransform",
+    "NoSharding",
     "NumpySource",
     "ParquetSource",
     "ParquetStream",
     "RandomAccessDataSource",
+    "RandomMapTransform",
     "RangeDataSource",
     "RangeSource",
     "RecordCodecError",
     "RecordIndexError",
     "RecordMetadata",
     "SequenceSource",
+    "ShardOptions",
     "SharedMemoryError",
     "SharedMemorySource",
     "SourceFileError",
     "SourceFileNotFoundError",
     "__version__",
+    "batch_elements",
     "decode_record",
     "encode_record",
     "write_array_record",

@@ -26,7 +26,7 @@ from chute_transforms import (
     UnbatchIter,
 )
 
-from ._pipeline import Stage, derive_seed, render, stage
+from ._pipeline import Stage, derive_seed, random_stage_count, render, stage
 
 __all__ = ["IterDataset", "SequentialFactory"]
 
@@ -103,6 +103,30 @@ class IterDataset(Generic[T]):
         self._seed = seed
         self._stages = stages
 
+    @staticmethod
+    def source(make_iterator: Callable[[], CheckpointableIterator[U]]) -> IterDataset[U]:
+        """A stream from a zero-argument callable that returns a new checkpointable iterator.
+
+        Each `iter(ds)` calls it once, so every iteration is independent. Use it for
+        sources that are streams, e.g. `functools.partial(chute.ParquetStream, path)`.
+        The callable must be picklable to run in worker processes (a class or a
+        `functools.partial`, not a lambda).
+
+        Example:
+            >>> import functools
+            >>> from chute_samplers import SequentialIter
+            >>> ds = IterDataset.source(functools.partial(SequentialIter, ["a", "b"]))
+            >>> list(ds), list(ds)
+            (['a', 'b'], ['a', 'b'])
+        """
+        if not callable(make_iterator) or hasattr(make_iterator, "__next__"):
+            raise TypeError(
+                "IterDataset.source needs a zero-argument callable that returns a new "
+                f"checkpointable iterator (e.g. functools.partial(ParquetStream, path)), got "
+                f"{type(make_iterator).__name__}: an iterator can be iterated only once."
+            )
+        return IterDataset(make_iterator, stages=(stage("source", make=make_iterator),))
+
     def _then(
         self, op: Callable[..., Any], item: Stage, *args: Any, **kwargs: Any
     ) -> IterDataset[Any]:
@@ -117,10 +141,17 @@ class IterDataset(Generic[T]):
                 f"{op} needs a seed: pass seed=... or set the pipeline's seed first, e.g. "
                 f"ds.seed(0).{op}(...)."
             )
-        return derive_seed(self._seed, len(self._stages))
+        return derive_seed(self._seed, random_stage_count(self._stages), op)
 
     def seed(self, seed: int) -> IterDataset[T]:
-        """Sets the seed from which later random stages without a `seed` derive theirs."""
+        """Sets the seed from which later random stages without a `seed` derive theirs.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.range(4).to_iter_dataset().seed(1).window_shuffle(4)
+            >>> sorted(ds)
+            [0, 1, 2, 3]
+        """
         checked = operator.index(seed)
         if not 0 <= checked < 2**64:
             raise ValueError(f"seed must be in [0, 2**64), got {seed!r}.")
@@ -129,13 +160,26 @@ class IterDataset(Generic[T]):
         )
 
     def map(self, transform: MapTransform[T, U] | Callable[[T], U]) -> IterDataset[U]:
-        """`transform(element)` for each element."""
+        """`transform(element)` for each element.
+
+        Example:
+            >>> import chute
+            >>> list(chute.MapDataset.range(3).to_iter_dataset().map(lambda x: x + 10))
+            [10, 11, 12]
+        """
         return self._then(MapIter, stage("map", fn=transform), transform)
 
     def map_with_index(
         self, transform: MapWithIndexTransform[T, U] | Callable[[int, T], U]
     ) -> IterDataset[U]:
-        """`transform(index, element)`, the index counting this stream's elements."""
+        """`transform(index, element)`, the index counting this stream's elements.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.range(6).to_iter_dataset().filter(lambda x: x % 2)
+            >>> list(ds.map_with_index(lambda i, x: (i, x)))
+            [(0, 1), (1, 3), (2, 5)]
+        """
         return self._then(MapWithIndexIter, stage("map_with_index", fn=transform), transform)
 
     def random_map(
@@ -144,20 +188,40 @@ class IterDataset(Generic[T]):
         *,
         seed: int | None = None,
     ) -> IterDataset[U]:
-        """`transform(element, rng)`; `rng` is a pure function of (seed, index)."""
+        """`transform(element, rng)`; `rng` is a pure function of (seed, index).
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.range(3).to_iter_dataset()
+            >>> noisy = ds.random_map(lambda x, rng: x + rng.random(), seed=0)
+            >>> list(noisy) == list(noisy)
+            True
+        """
         chosen = self._stage_seed(seed, "random_map")
         return self._then(
             RandomMapIter, stage("random_map", fn=transform, seed=chosen), transform, chosen
         )
 
     def filter(self, transform: FilterTransform[T] | Callable[[T], Any]) -> IterDataset[T]:
-        """Keeps the elements for which `transform(element)` is truthy."""
+        """Keeps the elements for which `transform(element)` is truthy.
+
+        Example:
+            >>> import chute
+            >>> list(chute.MapDataset.range(5).to_iter_dataset().filter(lambda x: x > 2))
+            [3, 4]
+        """
         return self._then(FilterIter, stage("filter", fn=transform), transform)
 
     def flat_map(
         self, transform: FlatMapTransform[T, U] | Callable[[T], Iterable[U]]
     ) -> IterDataset[U]:
-        """Yields every element of `transform(element)`, for each element."""
+        """Yields every element of `transform(element)`, for each element.
+
+        Example:
+            >>> import chute
+            >>> list(chute.MapDataset.range(3).to_iter_dataset().flat_map(lambda x: [x] * x))
+            [1, 2, 2]
+        """
         return self._then(FlatMapIter, stage("flat_map", fn=transform), transform)
 
     def batch(
@@ -168,7 +232,13 @@ class IterDataset(Generic[T]):
         pad: bool = False,
         batch_fn: BatchFn | None = None,
     ) -> IterDataset[Any]:
-        """Groups `batch_size` consecutive elements into a batch."""
+        """Groups `batch_size` consecutive elements into a batch (see `chute.batch_elements`).
+
+        Example:
+            >>> import chute
+            >>> [b.tolist() for b in chute.MapDataset.range(5).to_iter_dataset().batch(2)]
+            [[0, 1], [2, 3], [4]]
+        """
         BatchIter(
             _EmptyIterator(), batch_size, drop_remainder=drop_remainder, pad=pad, batch_fn=batch_fn
         )
@@ -187,11 +257,28 @@ class IterDataset(Generic[T]):
         )
 
     def unbatch(self) -> IterDataset[Any]:
-        """Splits each batch back into its elements."""
+        """Splits each batch back into its elements.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.range(3).to_iter_dataset().batch(2).unbatch()
+            >>> [int(x) for x in ds]
+            [0, 1, 2]
+        """
         return self._then(UnbatchIter, stage("unbatch"))
 
     def window_shuffle(self, window_size: int, seed: int | None = None) -> IterDataset[T]:
-        """Shuffles within consecutive windows of `window_size` elements."""
+        """Shuffles within consecutive windows of `window_size` elements.
+
+        The state holds no elements: a restore re-reads the current window.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.range(6).to_iter_dataset().window_shuffle(3, seed=0)
+            >>> out = list(ds)
+            >>> sorted(out[:3]), sorted(out[3:])
+            ([0, 1, 2], [3, 4, 5])
+        """
         chosen = self._stage_seed(seed, "window_shuffle")
         item = stage("window_shuffle", window_size=window_size, seed=chosen)
         return self._then(WindowShuffleIter, item, window_size, chosen)
@@ -220,6 +307,11 @@ class IterDataset(Generic[T]):
     @staticmethod
     def interleave(datasets: Sequence[IterDataset[Any]], cycle_length: int) -> IterDataset[Any]:
         """Reads `cycle_length` streams at a time, one element from each in turn.
+
+        `datasets` may be a list or a `MapDataset` of datasets or of zero-argument
+        callables making iterators (e.g. one `functools.partial(ParquetStream, path)`
+        per file): the hierarchical shuffle of the guides is
+        `IterDataset.interleave(files.map(make_stream), cycle_length).window_shuffle(...)`.
 
         Example:
             >>> import chute
@@ -255,7 +347,18 @@ def _as_iter_dataset(dataset: Any) -> IterDataset[Any]:
         return dataset
     if isinstance(dataset, MapDataset):
         return dataset.to_iter_dataset()
-    raise TypeError(f"expected an IterDataset or a MapDataset, got {type(dataset).__name__}.")
+    if hasattr(dataset, "__next__"):
+        raise TypeError(
+            f"got an iterator ({type(dataset).__name__}), which can be read only once; pass "
+            "a dataset, or a zero-argument callable that makes the iterator (e.g. "
+            "functools.partial(ParquetStream, path)), so every iteration gets its own."
+        )
+    if callable(dataset):
+        return IterDataset.source(dataset)
+    raise TypeError(
+        "expected an IterDataset, a MapDataset or a zero-argument callable making an "
+        f"iterator, got {type(dataset).__name__}."
+    )
 
 
 class _EmptyIterator:

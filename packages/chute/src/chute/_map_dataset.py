@@ -26,7 +26,7 @@ from chute_samplers import (
     ShuffleMap,
     SliceMap,
 )
-from chute_sources import RandomAccessDataSource, RangeSource
+from chute_sources import RandomAccessDataSource, RangeSource, SequenceSource
 from chute_transforms import (
     BatchFn,
     BatchMap,
@@ -42,7 +42,7 @@ from chute_transforms import (
     RandomMapTransform,
 )
 
-from ._pipeline import Stage, derive_seed, render, stage
+from ._pipeline import Stage, derive_seed, has_stage, random_stage_count, render, stage
 
 if TYPE_CHECKING:
     from ._iter_dataset import IterDataset
@@ -109,6 +109,8 @@ class MapDataset(Generic[T]):
         text = repr(source)
         shown = text if len(text) <= 100 else text[:97] + "..."
         node: RandomAccessDataSource[U] = source  # type: ignore[assignment]
+        if type(source) is list or type(source) is tuple:
+            node = SequenceSource(source)  # Hands out copies of dict/list records.
         return MapDataset(node, stages=(Stage("source", (("", shown),)),))
 
     @classmethod
@@ -132,7 +134,7 @@ class MapDataset(Generic[T]):
                 f"{op} needs a seed: pass seed=... or set the pipeline's seed first, e.g. "
                 f"ds.seed(0).{op}(...)."
             )
-        return derive_seed(self._seed, len(self._stages))
+        return derive_seed(self._seed, random_stage_count(self._stages), op)
 
     def seed(self, seed: int) -> MapDataset[T]:
         """Sets the seed from which later random stages without a `seed` derive theirs.
@@ -184,7 +186,8 @@ class MapDataset(Generic[T]):
             (9, [2, 5])
         """
         if isinstance(index, slice):
-            shown = f"[{index.start}:{index.stop}:{index.step}]".replace("None", "")
+            parts = ["" if part is None else str(part) for part in (index.start, index.stop)]
+            shown = f"[{':'.join(parts)}{'' if index.step is None else f':{index.step}'}]"
             return self._then(SliceMap(self._node, index), Stage("slice", (("", shown),)))
         element: T = self._node[index]
         return element
@@ -299,10 +302,22 @@ class MapDataset(Generic[T]):
     ) -> MapDataset[Any]:
         """Consecutive elements stacked into batches (see `chute.batch_elements`).
 
+        Batch `b` holds positions `[b * batch_size, (b + 1) * batch_size)`. After a
+        `filter` (or `flat_map`) some positions hold no element, so such batches would
+        come out short: that is refused; batch the stream instead
+        (`ds.to_iter_dataset().batch(...)`), which fills every batch.
+
         Example:
             >>> [b.tolist() for b in MapDataset.range(5).batch(2, drop_remainder=True)]
             [[0, 1], [2, 3]]
         """
+        if has_stage(self._stages, frozenset({"filter", "flat_map"})):
+            raise ValueError(
+                "MapDataset.batch cannot follow filter or flat_map: batches of positions "
+                "would come out short where elements were dropped. Batch the stream instead: "
+                "ds.to_iter_dataset().batch(...) fills every batch (or use chute_transforms."
+                "BatchMap directly if short batches are what you want)."
+            )
         node = BatchMap(
             self._node, batch_size, drop_remainder=drop_remainder, pad=pad, batch_fn=batch_fn
         )

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Stage", "derive_seed", "render", "show_fn"]
+__all__ = [
+    "RANDOM_STAGES",
+    "Stage",
+    "derive_seed",
+    "has_stage",
+    "random_stage_count",
+    "render",
+    "show_fn",
+]
 
 _MASK64 = (1 << 64) - 1
 
@@ -39,6 +48,9 @@ def _show(value: Any) -> str:
 
 def show_fn(fn: object) -> str:
     """A short readable name for a user's function or transform object."""
+    if isinstance(fn, functools.partial):
+        args = [repr(a) if len(repr(a)) <= 40 else "..." for a in fn.args]
+        return f"partial({', '.join([show_fn(fn.func), *args])})"
     name = getattr(fn, "__name__", None)
     return name if isinstance(name, str) else type(fn).__name__
 
@@ -62,19 +74,44 @@ def _lines(stages: Sequence[Stage], indent: str) -> list[str]:
         for branch_number, branch in enumerate(item.inputs):
             label = f"[{branch_number}] "
             branch_lines = _lines(branch, indent + "  " + " " * len(label))
+            if not branch_lines:
+                lines.append(f"{indent}  {label}<a stream>")
+                continue
             lines.append(f"{indent}  {label}{branch_lines[0].lstrip()}")
             lines.extend(branch_lines[1:])
     return lines
 
 
-def derive_seed(seed: int, salt: int) -> int:
-    """A seed for the `salt`-th stage of a pipeline whose default seed is `seed`.
+RANDOM_STAGES = frozenset({"shuffle", "random_map", "window_shuffle"})
+"""Stages that draw from a seed."""
 
-    Stable across processes, platforms and versions (BLAKE2b of both numbers).
+
+def random_stage_count(stages: Sequence[Stage]) -> int:
+    """How many random stages a pipeline already has (the salt of the next one's seed).
+
+    Counting only random stages means adding a `map` or a `filter` upstream does not
+    change the order a later `shuffle` gives.
+    """
+    return sum(1 for item in stages if item.name in RANDOM_STAGES)
+
+
+def has_stage(stages: Sequence[Stage], names: frozenset[str]) -> bool:
+    """Whether a stage named in `names` is in `stages` or in any of their inputs."""
+    return any(
+        item.name in names or any(has_stage(branch, names) for branch in item.inputs)
+        for item in stages
+    )
+
+
+def derive_seed(seed: int, number: int, op: str) -> int:
+    """The seed of the `number`-th random stage (an `op`) under the pipeline seed `seed`.
+
+    Stable across processes, platforms and versions (BLAKE2b of the three values).
 
     Example:
-        >>> derive_seed(0, 1) == derive_seed(0, 1) != derive_seed(0, 2)
+        >>> first = derive_seed(0, 1, "shuffle")
+        >>> first == derive_seed(0, 1, "shuffle") != derive_seed(0, 2, "shuffle")
         True
     """
-    data = f"chute.stage_seed:{seed}:{salt}".encode()
+    data = f"chute.stage_seed:{seed}:{number}:{op}".encode()
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") & _MASK64
