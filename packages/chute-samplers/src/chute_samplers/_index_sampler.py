@@ -239,7 +239,9 @@ class IndexSampler:
 class IndexSamplerIterator(IterNode[RecordMetadata]):
     """Iterates an `IndexSampler`; the state is the next position.
 
-    Metadata are computed in vectorised chunks; the state never includes the chunk.
+    Metadata are computed in vectorised chunks; the state never includes the chunk. The
+    `origin` of an element is `(index,)`, its global index (`RecordMetadata.index`,
+    unique across shards and epochs).
 
     Example:
         >>> it = iter(IndexSampler(5, num_epochs=1, shuffle=True, seed=3))
@@ -250,6 +252,8 @@ class IndexSamplerIterator(IterNode[RecordMetadata]):
         >>> it.set_state(state)
         >>> [m.record_key for m in it] == rest
         True
+        >>> it.origin
+        (4,)
     """
 
     def __init__(self, sampler: IndexSampler, position: int = 0) -> None:
@@ -259,6 +263,13 @@ class IndexSamplerIterator(IterNode[RecordMetadata]):
         self._position = check_int(position, "position", "IndexSamplerIterator")
         self._buffer: list[RecordMetadata] = []
         self._offset = 0
+        self._last: RecordMetadata | None = None  # The element last returned.
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """`(index,)`: the global index of the element last returned."""
+        last = self._last
+        return None if last is None else (last.index,)
 
     def __next__(self) -> RecordMetadata:
         if self._offset == len(self._buffer):
@@ -269,6 +280,7 @@ class IndexSamplerIterator(IterNode[RecordMetadata]):
         element = self._buffer[self._offset]
         self._offset += 1
         self._position += 1
+        self._last = element
         return element
 
     def get_state(self) -> IteratorState:
@@ -277,7 +289,7 @@ class IndexSamplerIterator(IterNode[RecordMetadata]):
     def set_state(self, state: IteratorState, /) -> None:
         maximum = None if self._sampler.endless else len(self._sampler)
         self._position = state_value(state, "position", "IndexSamplerIterator", maximum=maximum)
-        self._buffer, self._offset = [], 0
+        self._buffer, self._offset, self._last = [], 0, None
 
     def __repr__(self) -> str:
         return f"IndexSamplerIterator({self._sampler!r}, position={self._position})"

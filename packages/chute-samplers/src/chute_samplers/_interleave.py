@@ -28,7 +28,9 @@ class InterleaveIter(IterNode[T]):
     Inputs are zero-argument factories (called when the input is opened or restored,
     so only open streams exist) or iterators (rewound to the state they had when
     passed in when they are opened). The state lists the open inputs with their states,
-    the next slot and the next input to open: its size is O(cycle_length).
+    the next slot and the next input to open: its size is O(cycle_length). The `origin`
+    of an element is `(input number,) + <its origin in that input>` (None if the input
+    gives none).
 
     Args:
         inputs: factories of checkpointable iterators, or the iterators themselves.
@@ -40,6 +42,8 @@ class InterleaveIter(IterNode[T]):
         >>> it = InterleaveIter([lambda f=f: SequentialIter(f) for f in files], cycle_length=2)
         >>> list(it)
         ['a0', 'b0', 'a1', 'c0', 'a2', 'c1']
+        >>> it.origin  # Input 2, position 1.
+        (2, 1)
     """
 
     def __init__(self, inputs: Sequence[Input[T]], cycle_length: int) -> None:
@@ -61,6 +65,16 @@ class InterleaveIter(IterNode[T]):
         ] * self._cycle_length
         self._cursor = 0
         self._next_input = 0
+        self._last: tuple[int, CheckpointableIterator[T]] | None = None  # Slot last read.
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """`(input number,) + input.origin` of the element last returned."""
+        last = self._last
+        if last is None:
+            return None
+        inner: tuple[int, ...] | None = getattr(last[1], "origin", None)
+        return None if inner is None else (last[0], *inner)
 
     def _open(self, number: int, state: IteratorState | None) -> CheckpointableIterator[T]:
         item = self._inputs[number]
@@ -93,6 +107,7 @@ class InterleaveIter(IterNode[T]):
                 self._slots[self._cursor] = None
                 continue
             self._cursor = (self._cursor + 1) % self._cycle_length
+            self._last = slot
             return element
 
     def get_state(self) -> IteratorState:
@@ -124,6 +139,7 @@ class InterleaveIter(IterNode[T]):
             assert isinstance(inner, dict)
             restored.append((number, self._open(number, inner)))
         self._slots, self._cursor, self._next_input = restored, cursor, next_input
+        self._last = None
 
     def __repr__(self) -> str:
         return f"InterleaveIter({len(self._inputs)} inputs, cycle_length={self._cycle_length})"

@@ -21,11 +21,31 @@ class IterNode(abc.ABC, Generic[T]):
     whatever `b` did before; `get_state` is cheap. An iterator is used by one thread at a
     time.
 
+    Origins: `origin` names where the element last returned by `__next__` came from, as a
+    tuple of non-negative ints that does not depend on how the stream is cut into chunks
+    or processes: the base position first (the position in the dataset a
+    `SequentialIter` reads, or the global index of an `IndexSamplerIterator`), then
+    sub-indices added by ops that make several elements of one (a flat map adds the
+    output's number among the element's outputs, an unbatch the row). Ops that combine
+    streams put the stream's number in front (`MixIter`: the component,
+    `InterleaveIter`: the input); ops that read several elements per output (batch,
+    packing) give the origin of the first one. It is None before the first element, when
+    unknown (a parent without origins), and may be None after `set_state` until the next
+    element. Read it right after `__next__` returned: wrappers read it from their
+    parents lazily, so after `__next__` raised (also `StopIteration`) it is unspecified.
+    Randomness keyed by it (`chute_transforms.RandomMapIter`) is the same whichever
+    worker runs the element, and however many elements a filter dropped before it.
+    Subclasses that do not know their elements' origins keep the default (None).
+
     Example:
         >>> from chute_samplers import SequentialIter
         >>> it = SequentialIter(["a", "b", "c"])
-        >>> next(it), it.get_state()
-        ('a', {'position': 1})
+        >>> next(it), it.get_state(), it.origin
+        ('a', {'position': 1}, (0,))
+        >>> from chute_sources import DROPPED
+        >>> it = SequentialIter(["a", DROPPED, "c"])
+        >>> [(element, it.origin) for element in it]
+        [('a', (0,)), ('c', (2,))]
     """
 
     def __iter__(self) -> IterNode[T]:
@@ -34,6 +54,17 @@ class IterNode(abc.ABC, Generic[T]):
     @abc.abstractmethod
     def __next__(self) -> T:
         """Returns the next element, or raises `StopIteration` at the end."""
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """The origin of the element last returned by `__next__` (see the class docs).
+
+        A tuple of non-negative ints that identifies the element independently of how
+        the stream is split into chunks or processes (the base position first, then
+        sub-indices); None before the first element or when unknown. This default
+        returns None.
+        """
+        return None
 
     @abc.abstractmethod
     def get_state(self) -> IteratorState:

@@ -34,7 +34,9 @@ class MixIter(IterNode[T]):
     deterministic and keeps its proportions however sparse (e.g. filtered) the
     components are. It ends when the component whose turn it is has run out.
 
-    The state is the position plus every component's state.
+    The state is the position plus every component's state. The `origin` of an element
+    is `(component,) + <its origin in the component>` (None if the component gives
+    none).
 
     Args:
         iterators: the component streams (checkpointable iterators), at least one.
@@ -47,6 +49,8 @@ class MixIter(IterNode[T]):
         >>> it = MixIter([evens, odds], weights=[3, 1])
         >>> [next(it) for _ in range(8)]
         [0, 2, 4, 1, 6, 8, 10, 3]
+        >>> it.origin  # Component 1, position 1 of `odds`.
+        (1, 1)
     """
 
     def __init__(
@@ -64,6 +68,16 @@ class MixIter(IterNode[T]):
         self._component_of = self._schedule.locate_one
         self._position = 0
         self._exhausted = False
+        self._last = -1  # The component of the element last returned (-1: none).
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """`(component,) + component.origin` of the element last returned."""
+        component = self._last
+        if component < 0:
+            return None
+        inner: tuple[int, ...] | None = getattr(self._iterators[component], "origin", None)
+        return None if inner is None else (component, *inner)
 
     def __next__(self) -> T:
         if self._exhausted:
@@ -75,6 +89,7 @@ class MixIter(IterNode[T]):
             self._exhausted = True
             raise
         self._position += 1
+        self._last = component
         return element
 
     def get_state(self) -> IteratorState:
@@ -103,7 +118,7 @@ class MixIter(IterNode[T]):
                     f"MixIter: a component state must be a dict, got {component_state!r}."
                 )
             iterator.set_state(component_state)
-        self._position, self._exhausted = position, exhausted
+        self._position, self._exhausted, self._last = position, exhausted, -1
 
     def __repr__(self) -> str:
         return f"MixIter({len(self._iterators)} components, {self._schedule!r})"

@@ -20,7 +20,9 @@ T = TypeVar("T")
 class SequentialIter(IterNode[T]):
     """Yields `dataset[0], dataset[1], ...`; the state is the next position.
 
-    Positions holding `chute_sources.DROPPED` (filtered out) are skipped.
+    Positions holding `chute_sources.DROPPED` (filtered out) are skipped. The `origin` of
+    an element is `(position,)`, its position in `dataset` (so origins have gaps where
+    positions were dropped).
 
     Reads `chunk_size` positions per batched call (`__getitems__` / `get_many`); the
     chunk read ahead is not part of the state, so restoring re-reads at most one chunk.
@@ -46,6 +48,12 @@ class SequentialIter(IterNode[T]):
         self._position = 0
         self._buffer: list[T] = []
         self._offset = 0
+        self._last = -1  # The position of the element last returned (-1: none).
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """`(position,)` of the element last returned (see `IterNode.origin`)."""
+        return None if self._last < 0 else (self._last,)
 
     def __next__(self) -> T:
         while True:
@@ -57,9 +65,11 @@ class SequentialIter(IterNode[T]):
                 epochs = np.zeros(positions.size, np.uint64)
                 self._buffer, self._offset = fetch(self._dataset, positions, epochs), 0
             element = self._buffer[self._offset]
+            position = self._position
             self._offset += 1
-            self._position += 1
+            self._position = position + 1
             if element is not DROPPED:
+                self._last = position
                 return element
 
     def get_state(self) -> IteratorState:
@@ -69,7 +79,7 @@ class SequentialIter(IterNode[T]):
         self._position = state_value(
             state, "position", "SequentialIter", maximum=len(self._dataset)
         )
-        self._buffer, self._offset = [], 0
+        self._buffer, self._offset, self._last = [], 0, -1
 
     def __repr__(self) -> str:
         return f"SequentialIter({self._dataset!r}, position={self._position})"

@@ -25,7 +25,8 @@ class WindowShuffleIter(IterNode[T]):
     the start of the current window, the window's number and the offset in it. Restoring
     re-reads the window from the parent, so it costs up to `window_size` parent elements
     (their reading and any work the parent does on them) and `window_size` elements of
-    memory, as the window itself does.
+    memory, as the window itself does. An element keeps the `origin` it had in the
+    parent (the window stores the origins alongside the elements).
 
     Args:
         parent: a checkpointable iterator.
@@ -38,6 +39,8 @@ class WindowShuffleIter(IterNode[T]):
         >>> out = list(it)
         >>> sorted(out[:4]), sorted(out[4:8]), sorted(out[8:])
         ([0, 1, 2, 3], [4, 5, 6, 7], [8, 9])
+        >>> it.origin == (out[-1],)  # The position the last element had in the parent.
+        True
     """
 
     def __init__(self, parent: CheckpointableIterator[T], window_size: int, seed: int) -> None:
@@ -49,25 +52,35 @@ class WindowShuffleIter(IterNode[T]):
         self._window_index = 0
         self._offset = 0
         self._window: list[T] | None = None
+        self._origins: list[tuple[int, ...] | None] = []  # Of the window's elements.
         self._order: list[int] = []
+        self._origin: tuple[int, ...] | None = None  # Of the element last returned.
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """The origin the element last returned had in the parent."""
+        return self._origin
 
     def _load(self) -> None:
         if self._window_start is None:
             self._window_start = self._parent.get_state()
         else:
             self._parent.set_state(self._window_start)
+        parent = self._parent
         window: list[T] = []
+        origins: list[tuple[int, ...] | None] = []
         while len(window) < self._window_size:
             try:
-                window.append(next(self._parent))
+                window.append(next(parent))
             except StopIteration:
                 break
+            origins.append(getattr(parent, "origin", None))
         if self._offset > len(window):
             raise InvalidStateError(
                 f"WindowShuffleIter: the state's offset {self._offset} is past the end of its "
                 f"window ({len(window)} elements); the state belongs to another pipeline."
             )
-        self._window = window
+        self._window, self._origins = window, origins
         perm = Permutation(len(window), self._seed, self._window_index)
         self._order = perm.take(range(len(window))).tolist()
 
@@ -82,9 +95,10 @@ class WindowShuffleIter(IterNode[T]):
             self._window_index += 1
             self._offset = 0
             return next(self)
-        element = self._window[self._order[self._offset]]
+        index = self._order[self._offset]
         self._offset += 1
-        return element
+        self._origin = self._origins[index]
+        return self._window[index]
 
     def get_state(self) -> IteratorState:
         full = self._window is not None and self._offset == len(self._window)
@@ -109,7 +123,7 @@ class WindowShuffleIter(IterNode[T]):
             )
         self._parent.set_state(start)
         self._window_start, self._window_index, self._offset = start, window_index, offset
-        self._window = None
+        self._window, self._origins, self._origin = None, [], None
 
     def __repr__(self) -> str:
         return (

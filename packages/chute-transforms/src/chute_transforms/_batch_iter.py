@@ -5,6 +5,7 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any, Self
 
+from chute_samplers import IterNode
 from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
 
 from ._batch import BatchFn
@@ -16,7 +17,7 @@ from ._transforms import BatchTransform, check_batch_options
 __all__ = ["BatchIter", "UnbatchIter"]
 
 
-class BatchIter:
+class BatchIter(IterNode[Any]):
     """Groups the elements of a checkpointable iterator into batches.
 
     Each batch is built from `batch_size` consecutive elements by `batch_elements` (or
@@ -30,6 +31,9 @@ class BatchIter:
     state never points inside a batch, holds no elements, and restoring it continues
     with the next whole batch (calling `next()` again after an error retries that
     batch). It costs one `parent.get_state()` call per batch. Not thread-safe.
+
+    The `origin` of a batch is the origin of its first element (None after
+    `set_state` until the next batch).
 
     Args:
         parent: the elements.
@@ -46,6 +50,8 @@ class BatchIter:
         (array([1, 2]), {'parent': {'index': 2}})
         >>> list(it)
         [array([3, 4]), array([5])]
+        >>> it.origin  # Of the element 5: index 4 of the list.
+        (4,)
         >>> list(BatchIter(ListIterator([1, 2, 3]), 2, pad=True))[-1]
         (array([3, 0]), array([ True, False]))
     """
@@ -65,6 +71,12 @@ class BatchIter:
         self._drop_remainder = drop_remainder
         self._pad = pad
         self._batch_fn = batch_fn
+        self._origin: tuple[int, ...] | None = None  # Of the first element of the batch.
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """The origin of the first element of the batch last returned."""
+        return self._origin
 
     @classmethod
     def from_transform(cls, parent: CheckpointableIterator[Any], transform: BatchTransform) -> Self:
@@ -100,10 +112,14 @@ class BatchIter:
         parent, size = self._parent, self._batch_size
         start = parent.get_state()
         try:
-            elements = list(islice(parent, size))
-            if len(elements) < size and (not elements or self._drop_remainder):
+            first = next(parent)
+            origin: tuple[int, ...] | None = getattr(parent, "origin", None)
+            elements = [first, *islice(parent, size - 1)]
+            if len(elements) < size and self._drop_remainder:
                 raise StopIteration
-            return make_batch(elements, size, self._pad, self._batch_fn)
+            batch = make_batch(elements, size, self._pad, self._batch_fn)
+            self._origin = origin
+            return batch
         except StopIteration:
             raise
         except BaseException:
@@ -122,9 +138,10 @@ class BatchIter:
         """
         checked = state_dict(self, state, ("parent",))
         self._parent.set_state(state_parent(self, checked))
+        self._origin = None
 
 
-class UnbatchIter:
+class UnbatchIter(IterNode[Any]):
     """Splits each batch of a checkpointable iterator into its elements.
 
     The inverse of `BatchIter` (rows come from `unbatch_elements`: array leaves are
@@ -136,6 +153,10 @@ class UnbatchIter:
     batch (lazily, at the next `next()`) and skips `k` rows; between batches `k` is 0
     and the parent state is the current one, so nothing is re-read. Not thread-safe.
 
+    The `origin` of a row is the batch's origin plus `(k,)`, `k` the row's number in
+    its batch (rows of a `BatchIter` batch: the origin of the batch's first element,
+    then `k`).
+
     Args:
         parent: the batches.
         masked: the parent yields `(batch, mask)` pairs; keep the rows where the mask
@@ -145,10 +166,10 @@ class UnbatchIter:
         >>> import numpy as np
         >>> from chute_transforms.testing import ListIterator
         >>> it = UnbatchIter(ListIterator([np.array([1, 2]), np.array([3])]))
-        >>> int(next(it)), it.get_state()
-        (1, {'parent': {'index': 0}, 'offset': 1})
-        >>> [int(x) for x in it]
-        [2, 3]
+        >>> int(next(it)), it.get_state(), it.origin
+        (1, {'parent': {'index': 0}, 'offset': 1}, (0, 0))
+        >>> [(int(x), it.origin) for x in it]
+        [(2, (0, 1)), (3, (1, 0))]
     """
 
     def __init__(self, parent: CheckpointableIterator[Any], *, masked: bool = False) -> None:
@@ -163,6 +184,15 @@ class UnbatchIter:
 
     def __repr__(self) -> str:
         return f"UnbatchIter(masked={self._masked})"
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """The origin of the current batch plus the row's number in it."""
+        offset = self._offset
+        if offset == 0:
+            return None
+        inner: tuple[int, ...] | None = getattr(self._parent, "origin", None)
+        return None if inner is None else (*inner, offset - 1)
 
     def __iter__(self) -> Self:
         """Returns the iterator itself."""

@@ -9,6 +9,7 @@ from typing import Any, Self
 
 import numpy.typing as npt
 
+from chute_samplers import IterNode
 from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
 
 from ._errors import PackingError
@@ -23,12 +24,13 @@ class _Piece:
     """An element whose tokens are not all emitted yet."""
 
     anchor: IteratorState  # The parent state before this element.
+    origin: tuple[int, ...] | None  # The element's origin in the parent.
     arrays: list[npt.NDArray[Any]]  # One 1-D array per key, all of length `size`.
     size: int
     offset: int = 0  # Tokens already emitted.
 
 
-class ConcatSplitIter:
+class ConcatSplitIter(IterNode[PackedRow]):
     """Concatenates all sequences and cuts the stream into rows of exactly `length`.
 
     No token is dropped or padded except in the last row, which is padded with 0
@@ -45,6 +47,9 @@ class ConcatSplitIter:
     one row of tokens plus one element). It costs one `parent.get_state()` call per
     element read. Not thread-safe.
 
+    The `origin` of a row is the origin of the first element with tokens in it (which
+    may have begun in the row before).
+
     Args:
         parent: dicts of 1-D arrays (lists are converted with `np.asarray`).
         length: the row length.
@@ -59,6 +64,9 @@ class ConcatSplitIter:
         [[1, 2, 3, 4], [5, 6, 0, 0]]
         >>> rows[1]["t_segment_ids"].tolist(), rows[1]["t_positions"].tolist()
         ([1, 2, 0, 0], [0, 0, 0, 0])
+        >>> it = ConcatSplitIter(ListIterator(docs), length=4)
+        >>> [it.origin for _ in it]  # Row 1 starts inside element 1 (item 1 of the list).
+        [(0,), (1,)]
     """
 
     def __init__(
@@ -79,6 +87,12 @@ class ConcatSplitIter:
         self._pending = 0  # Tokens held, not yet emitted.
         self._exhausted = False
         self._restore: tuple[IteratorState, int, int] | None = None  # (parent, skip, read)
+        self._origin: tuple[int, ...] | None = None  # Of the row last returned.
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """The origin of the first element with tokens in the row last returned."""
+        return self._origin
 
     def __repr__(self) -> str:
         return f"ConcatSplitIter(length={self._length}, drop_remainder={self._drop_remainder})"
@@ -104,6 +118,7 @@ class ConcatSplitIter:
         segments: list[list[npt.NDArray[Any]]] = [[] for _ in self._keys]
         left = take
         pieces = self._pieces
+        origin = next(p.origin for p in pieces if p.offset < p.size)
         while left:
             piece = pieces[0]
             count = min(piece.size - piece.offset, left)
@@ -118,6 +133,7 @@ class ConcatSplitIter:
         while pieces and pieces[0].offset == pieces[0].size:  # Empty elements.
             pieces.popleft()
         self._pending -= take
+        self._origin = origin
         return build_row(self, self._keys, segments, [length] * len(self._keys))
 
     def _read(self) -> bool:
@@ -127,6 +143,7 @@ class ConcatSplitIter:
             element = next(self._parent)
         except StopIteration:
             return False
+        origin = getattr(self._parent, "origin", None)
         try:
             if self._keys is None:
                 keys = list(element) if isinstance(element, Mapping) else []
@@ -145,7 +162,7 @@ class ConcatSplitIter:
             self._parent.set_state(anchor)  # The element stays unread: state consistent.
             raise
         size = sizes.pop()
-        self._pieces.append(_Piece(anchor, arrays, size))
+        self._pieces.append(_Piece(anchor, origin, arrays, size))
         self._pending += size
         return True
 

@@ -8,6 +8,7 @@ from typing import Any, Self
 
 import numpy.typing as npt
 
+from chute_samplers import IterNode
 from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
 
 from ._packing import PackedRow, build_row, check_length, output_keys, read_sequences
@@ -23,12 +24,13 @@ class _Bin:
     """An open row: the elements placed in it so far."""
 
     anchor: IteratorState  # The parent state before the element that opened the bin.
+    origin: tuple[int, ...] | None  # The origin of that element.
     indices: list[int]  # The elements' numbers in the stream (see `_count`).
     pieces: list[list[Array]]  # pieces[k]: the arrays of key k, in order.
     free: list[int]  # free[k]: room left for key k.
 
 
-class FirstFitPackIter:
+class FirstFitPackIter(IterNode[PackedRow]):
     """Packs dicts of 1-D arrays into fixed-length rows, first fit over open rows.
 
     Keeps up to `num_packing_bins` open rows, in the order they were opened. Each
@@ -51,6 +53,9 @@ class FirstFitPackIter:
     emitted are skipped. The state holds about one int per element in open rows. It
     costs one `parent.get_state()` call per element read. Not thread-safe.
 
+    The `origin` of a row is the origin of its first element (segment 1, the element
+    that opened the row).
+
     Args:
         parent: dicts of 1-D arrays (lists are converted with `np.asarray`).
         length: the row length; a dict gives one length per key (and names the keys
@@ -67,6 +72,9 @@ class FirstFitPackIter:
         [[1, 2, 3, 6], [4, 5, 0, 0]]
         >>> rows[0]["t_segment_ids"].tolist(), rows[0]["t_positions"].tolist()
         ([1, 1, 1, 2], [0, 1, 2, 0])
+        >>> it = FirstFitPackIter(ListIterator(docs), length=4, num_packing_bins=2)
+        >>> [it.origin for _ in it]  # The elements that opened the rows.
+        [(0,), (1,)]
     """
 
     def __init__(
@@ -101,6 +109,12 @@ class FirstFitPackIter:
         self._check_full = False
         # A restored position whose replay is pending: (parent state, read, bins).
         self._restore: tuple[IteratorState, int, list[list[int]]] | None = None
+        self._origin: tuple[int, ...] | None = None  # Of the row last returned.
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """The origin of the first element of the row last returned."""
+        return self._origin
 
     def __repr__(self) -> str:
         return f"FirstFitPackIter(length={self._length!r}, num_packing_bins={self._num_bins})"
@@ -130,6 +144,7 @@ class FirstFitPackIter:
             except StopIteration:
                 self._exhausted = True
                 continue
+            origin = getattr(self._parent, "origin", None)
             arrays, need = self._prepare(element, anchor)
             if not any(need):  # No tokens in any key: nothing to pack.
                 continue
@@ -140,7 +155,7 @@ class FirstFitPackIter:
                     return self._emit(slot)
                 continue
             evicted = self._emit(0) if len(self._bins) == self._num_bins else None
-            self._open(anchor, arrays, need)
+            self._open(anchor, origin, arrays, need)
             if evicted is not None:
                 return evicted
 
@@ -191,13 +206,21 @@ class FirstFitPackIter:
             pieces.append(array)
         target.free = [free - size for free, size in zip(target.free, need, strict=True)]
 
-    def _open(self, anchor: IteratorState, arrays: list[Array], need: list[int]) -> None:
+    def _open(
+        self,
+        anchor: IteratorState,
+        origin: tuple[int, ...] | None,
+        arrays: list[Array],
+        need: list[int],
+    ) -> None:
         free = [cap - size for cap, size in zip(self._caps, need, strict=True)]
-        self._bins.append(_Bin(anchor, [self._count - 1], [[a] for a in arrays], free))
+        pieces = [[a] for a in arrays]
+        self._bins.append(_Bin(anchor, origin, [self._count - 1], pieces, free))
         self._check_full = True
 
     def _emit(self, slot: int) -> PackedRow:
         done = self._bins.pop(slot)
+        self._origin = done.origin
         assert self._keys is not None
         return build_row(self, self._keys, done.pieces, self._caps)
 
@@ -277,6 +300,7 @@ class FirstFitPackIter:
                     f"{self!r}: the state re-reads {read} elements, but the parent ends "
                     f"after {offset}. Was it saved with other data?"
                 ) from None
+            origin = getattr(self._parent, "origin", None)
             arrays, need = self._prepare(element, anchor)
             slot = slots.get(offset)
             if slot is not None and not any(need):
@@ -287,7 +311,7 @@ class FirstFitPackIter:
             if slot is None:
                 continue
             if slot == len(self._bins):
-                self._open(anchor, arrays, need)
+                self._open(anchor, origin, arrays, need)
             elif all(f >= n for f, n in zip(self._bins[slot].free, need, strict=True)):
                 self._place(slot, arrays, need)
             else:

@@ -1,11 +1,18 @@
 """Element ops over streams (checkpointable iterators): map, random map, filter, flat map.
 
-Each wraps a parent iterator. The state holds the parent's state and, where the op
-needs it, a count: the index of the next element (for `map_with_index` and
-`random_map`, whose results depend on it) or how many outputs of the current element
-were already yielded (flat map re-computes that element on restore instead of storing
-its outputs). An exception from the user's function keeps its type and gains a note
-naming the op and the element's index in the stream.
+Each wraps a parent iterator. The state holds the parent's state and a count: the
+index of the next element in this op's input (for `map_with_index`, whose results
+depend on it, for error notes and for `random_map` over a parent without origins) and,
+for flat map, how many outputs of the current element were already yielded (flat map
+re-computes that element on restore instead of storing its outputs). An exception from
+the user's function keeps its type and gains a note naming the op and the element's
+index in the stream.
+
+Origins (`IterNode.origin`): map, map with index, random map and filter pass their
+parent's on (read lazily: a chain of properties, nothing stored per element); flat map
+appends the output's number among the element's outputs. `random_map` keys its
+randomness by the origin, so its draws do not depend on how many elements a filter
+upstream dropped, nor on how the stream is cut into chunks for workers.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from chute_samplers import IterNode, record_rng
+from chute_samplers._hashing import origin_key
 from chute_sources import CheckpointableIterator, IteratorState
 
 from ._adapters import (
@@ -47,6 +55,12 @@ class _StreamOp(IterNode[U]):
     def parent(self) -> CheckpointableIterator[Any]:
         """The iterator this op reads from."""
         return self._parent
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """The parent's origin of the element last returned (None if it has none)."""
+        origin: tuple[int, ...] | None = getattr(self._parent, "origin", None)
+        return origin
 
     def _fail(self, error: BaseException) -> None:
         annotate(error, f"{self._op}({self._fn_shown})", f"index {self._index} of the stream")
@@ -119,13 +133,33 @@ class MapWithIndexIter(_StreamOp[U]):
 
 
 class RandomMapIter(_StreamOp[U]):
-    """`fn(element, rng)`, the generator a pure function of (seed, index in the stream).
+    """`fn(element, rng)`, the generator a pure function of (seed, the element's origin).
+
+    The generator is `record_rng(seed, key, "random_map")`, keyed by where the element
+    came from (`IterNode.origin`), not by how many elements came before it: the draws do
+    not change when a filter upstream drops other elements, nor with how the stream is
+    cut into chunks or worker processes. The key is `origin[0]` for a one-int origin
+    (a base position: `RandomMapIter(SequentialIter(ds), fn, seed)` draws exactly what
+    `RandomMapMap(ds, fn, seed)` draws at the same positions when iterated), and for a
+    longer origin (after a flat map, a mix, ...) `chute_samplers._hashing.origin_key`:
+    a 128-bit hash of it with the top bit set, so never a position below 2**63.
+
+    Fallback: if the parent gives no origin (None, e.g. a custom iterator without
+    `origin`), the key is the element's index in this op's input, counted from 0, as
+    before origins existed. Then the draws depend on everything upstream that changes
+    that count (a filter's drops) and on how the stream is split: a worker processing
+    a chunk would number its elements from the chunk's start.
 
     Example:
         >>> from chute_samplers import SequentialIter
         >>> draw = lambda x, rng: round(x + rng.random(), 3)
         >>> list(RandomMapIter(SequentialIter([0, 0]), draw, seed=7)) == list(
         ...     RandomMapIter(SequentialIter([0, 0]), draw, seed=7))
+        True
+        >>> from chute_transforms import FilterIter, RandomMapMap
+        >>> kept = RandomMapIter(FilterIter(SequentialIter(range(4)), lambda x: x != 1),
+        ...                      draw, seed=7)
+        >>> list(kept) == [RandomMapMap(range(4), draw, seed=7)[p] for p in (0, 2, 3)]
         True
     """
 
@@ -143,9 +177,17 @@ class RandomMapIter(_StreamOp[U]):
         self._seed = seed
 
     def __next__(self) -> U:
-        element = next(self._parent)
+        parent = self._parent
+        element = next(parent)
+        origin: tuple[int, ...] | None = getattr(parent, "origin", None)
+        if origin is None:
+            key = self._index
+        elif len(origin) == 1:
+            key = origin[0]
+        else:
+            key = origin_key(origin)
         try:
-            result: U = self._fn(element, record_rng(self._seed, self._index, "random_map"))
+            result: U = self._fn(element, record_rng(self._seed, key, "random_map"))
         except Exception as error:
             self._fail(error)
             raise
@@ -192,11 +234,14 @@ class FlatMapIter(_StreamOp[U]):
 
     State: the parent's state before the current element and how many of its outputs
     were yielded; restoring re-computes that one element (its outputs are not stored).
+    The `origin` of an output is the element's origin in the parent plus `(k,)`, `k` the
+    output's number among the element's outputs.
 
     Example:
         >>> from chute_samplers import SequentialIter
-        >>> list(FlatMapIter(SequentialIter(["ab", "", "c"]), list))
-        ['a', 'b', 'c']
+        >>> it = FlatMapIter(SequentialIter(["ab", "", "c"]), list)
+        >>> [(output, it.origin) for output in it]
+        [('a', (0, 0)), ('b', (0, 1)), ('c', (2, 0))]
     """
 
     _op = "flat_map"
@@ -209,6 +254,15 @@ class FlatMapIter(_StreamOp[U]):
         self._start = parent.get_state()
         self._outputs: list[U] = []
         self._offset = 0
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """The current element's origin in the parent plus the output's number."""
+        offset = self._offset
+        if offset == 0:
+            return None
+        inner: tuple[int, ...] | None = getattr(self._parent, "origin", None)
+        return None if inner is None else (*inner, offset - 1)
 
     def __next__(self) -> U:
         while self._offset >= len(self._outputs):

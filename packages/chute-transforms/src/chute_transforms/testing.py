@@ -23,6 +23,8 @@ class ListIterator(Generic[T]):
 
     State: `{"index": i}`, the position of the next item. Once exhausted it stays
     exhausted until `set_state` moves it back. Items are yielded as stored (no copy).
+    The `origin` of an item is `(its index in the list,)`, as for
+    `chute_samplers.SequentialIter`.
 
     Args:
         items: the items.
@@ -32,16 +34,22 @@ class ListIterator(Generic[T]):
         >>> next(it), it.get_state()
         ('a', {'index': 1})
         >>> it.set_state({"index": 2})
-        >>> list(it)
-        ['c']
+        >>> list(it), it.origin
+        (['c'], (2,))
     """
 
     def __init__(self, items: Sequence[T]) -> None:
         self._items = items
         self._index = 0
+        self._last = -1  # The index of the item last returned (-1: none).
 
     def __repr__(self) -> str:
         return f"ListIterator(<{len(self._items)} items>)"
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """`(index,)` of the item last returned; None before the first one."""
+        return None if self._last < 0 else (self._last,)
 
     def __iter__(self) -> Self:
         """Returns the iterator itself."""
@@ -53,6 +61,7 @@ class ListIterator(Generic[T]):
         if index >= len(self._items):
             raise StopIteration
         self._index = index + 1
+        self._last = index
         return self._items[index]
 
     def get_state(self) -> IteratorState:
@@ -70,4 +79,4 @@ class ListIterator(Generic[T]):
             raise InvalidStateError(
                 f"{self!r}: state['index'] = {index} is past the end ({len(self._items)})."
             )
-        self._index = index
+        self._index, self._last = index, -1
