@@ -10,11 +10,9 @@ Example:
     [9, 1]
 """
 
-from ._array_record import ArrayRecordSource as ArrayRecordSource
-from ._array_record import Decoder as Decoder
-from ._array_record import FileInstruction as FileInstruction
-from ._array_record_writer import shard_paths as shard_paths
-from ._array_record_writer import write_array_record as write_array_record
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._base import Source as Source
 from ._codec import decode_record as decode_record
 from ._codec import encode_record as encode_record
@@ -32,8 +30,6 @@ from ._errors import SourceFileNotFoundError as SourceFileNotFoundError
 from ._metadata import DROPPED as DROPPED
 from ._metadata import RecordMetadata as RecordMetadata
 from ._numpy import NumpySource as NumpySource
-from ._parquet import ParquetSource as ParquetSource
-from ._parquet import ParquetStream as ParquetStream
 from ._protocols import CheckpointableIterator as CheckpointableIterator
 from ._protocols import IteratorState as IteratorState
 from ._protocols import JsonValue as JsonValue
@@ -43,6 +39,37 @@ from ._protocols import read_records as read_records
 from ._range import RangeSource as RangeSource
 from ._sequence import SequenceSource as SequenceSource
 from ._shared_memory import SharedMemorySource as SharedMemorySource
+
+if TYPE_CHECKING:
+    from ._array_record import ArrayRecordSource as ArrayRecordSource
+    from ._array_record import Decoder as Decoder
+    from ._array_record import FileInstruction as FileInstruction
+    from ._array_record_writer import shard_paths as shard_paths
+    from ._array_record_writer import write_array_record as write_array_record
+    from ._parquet import ParquetSource as ParquetSource
+    from ._parquet import ParquetStream as ParquetStream
+
+# Sources whose libraries take long to import (pyarrow, array_record) load on first use,
+# so that processes that never read those formats (e.g. most workers) start faster.
+_LAZY = {
+    "ArrayRecordSource": "._array_record",
+    "Decoder": "._array_record",
+    "FileInstruction": "._array_record",
+    "shard_paths": "._array_record_writer",
+    "write_array_record": "._array_record_writer",
+    "ParquetSource": "._parquet",
+    "ParquetStream": "._parquet",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'chute_sources' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DROPPED",

@@ -11,19 +11,21 @@ Example:
     [1, 3, 5, 7, 9]
 """
 
+from typing import TYPE_CHECKING, Any
+
+from chute_execution import MultiprocessingOptions as MultiprocessingOptions
+from chute_execution import ReadOptions as ReadOptions
+from chute_execution import WorkerDiedError as WorkerDiedError
+from chute_execution import WorkerError as WorkerError
 from chute_samplers import IndexSampler as IndexSampler
 from chute_samplers import NoSharding as NoSharding
 from chute_samplers import ShardOptions as ShardOptions
 from chute_sources import DROPPED as DROPPED
-from chute_sources import ArrayRecordSource as ArrayRecordSource
 from chute_sources import CheckpointableIterator as CheckpointableIterator
 from chute_sources import ChuteError as ChuteError
 from chute_sources import CorruptRecordError as CorruptRecordError
-from chute_sources import FileInstruction as FileInstruction
 from chute_sources import InvalidStateError as InvalidStateError
 from chute_sources import NumpySource as NumpySource
-from chute_sources import ParquetSource as ParquetSource
-from chute_sources import ParquetStream as ParquetStream
 from chute_sources import RandomAccessDataSource as RandomAccessDataSource
 from chute_sources import RangeSource as RangeSource
 from chute_sources import RecordCodecError as RecordCodecError
@@ -36,7 +38,6 @@ from chute_sources import SourceFileError as SourceFileError
 from chute_sources import SourceFileNotFoundError as SourceFileNotFoundError
 from chute_sources import decode_record as decode_record
 from chute_sources import encode_record as encode_record
-from chute_sources import write_array_record as write_array_record
 from chute_transforms import BatchError as BatchError
 from chute_transforms import BatchTransform as BatchTransform
 from chute_transforms import FilterTransform as FilterTransform
@@ -54,8 +55,36 @@ RangeDataSource = RangeSource
 """Grain's name for `RangeSource`."""
 InMemoryDataSource = SharedMemorySource
 """Grain's name for `SharedMemorySource`."""
-ArrayRecordDataSource = ArrayRecordSource
-"""Grain's name for `ArrayRecordSource`."""
+
+if TYPE_CHECKING:
+    from chute_sources import ArrayRecordSource as ArrayRecordSource
+    from chute_sources import FileInstruction as FileInstruction
+    from chute_sources import ParquetSource as ParquetSource
+    from chute_sources import ParquetStream as ParquetStream
+    from chute_sources import write_array_record as write_array_record
+
+    ArrayRecordDataSource = ArrayRecordSource
+
+# Names whose libraries take long to import (pyarrow, array_record) load on first use.
+_LAZY = {
+    "ArrayRecordSource",
+    "FileInstruction",
+    "ParquetSource",
+    "ParquetStream",
+    "write_array_record",
+    "ArrayRecordDataSource",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'chute' has no attribute {name!r}")
+    import chute_sources
+
+    value = getattr(chute_sources, "ArrayRecordSource" if name == "ArrayRecordDataSource" else name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DROPPED",
@@ -76,6 +105,7 @@ __all__ = [
     "MapDataset",
     "MapTransform",
     "MapWithIndexTransform",
+    "MultiprocessingOptions",
     "NoSharding",
     "NumpySource",
     "ParquetSource",
@@ -84,6 +114,7 @@ __all__ = [
     "RandomMapTransform",
     "RangeDataSource",
     "RangeSource",
+    "ReadOptions",
     "RecordCodecError",
     "RecordIndexError",
     "RecordMetadata",
@@ -93,6 +124,8 @@ __all__ = [
     "SharedMemorySource",
     "SourceFileError",
     "SourceFileNotFoundError",
+    "WorkerDiedError",
+    "WorkerError",
     "__version__",
     "batch_elements",
     "decode_record",
