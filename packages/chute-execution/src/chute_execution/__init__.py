@@ -1,7 +1,43 @@
-"""chute's execution layer.
+"""chute's execution layer: where the work runs.
 
-Where work runs (threads, worker processes, shared-memory transport). Not built yet; see
-the project's issue tracker.
+`PrefetchReadIter` reads a random-access dataset in order on a pool of threads
+(`ReadOptions(num_threads, prefetch_buffer_size)`), with a bounded read-ahead buffer;
+`ThreadPrefetchIter` advances any checkpointable iterator on a background thread. Both
+yield exactly the stream of their single-threaded counterparts, and their states are
+interchangeable with those counterparts' and across thread counts and buffer sizes.
+
+Example:
+    >>> from chute_samplers import SequentialIter, ShuffleMap
+    >>> from chute_execution import PrefetchReadIter, ReadOptions, ThreadPrefetchIter
+    >>> dataset = ShuffleMap(range(100), seed=0)
+    >>> with PrefetchReadIter(dataset, ReadOptions(num_threads=4)) as it:
+    ...     list(it) == list(SequentialIter(dataset))
+    True
+    >>> with ThreadPrefetchIter(SequentialIter(dataset), buffer_size=8) as it:
+    ...     first = next(it)
+    ...     state = it.get_state()
+    >>> state
+    {'position': 1}
 """
 
-__all__: list[str] = []
+from ._chunk_plan import ChunkPlan as ChunkPlan
+from ._chunk_plan import ChunkResult as ChunkResult
+from ._mp_options import MultiprocessingOptions as MultiprocessingOptions
+from ._mp_prefetch import MultiprocessPrefetchIter as MultiprocessPrefetchIter
+from ._mp_prefetch import WorkerError as WorkerError
+from ._prefetch_read import PrefetchReadIter as PrefetchReadIter
+from ._read_options import ReadOptions as ReadOptions
+from ._thread_prefetch import ThreadPrefetchIter as ThreadPrefetchIter
+from ._worker_pool import WorkerDiedError as WorkerDiedError
+
+__all__ = [
+    "ChunkPlan",
+    "ChunkResult",
+    "MultiprocessPrefetchIter",
+    "MultiprocessingOptions",
+    "PrefetchReadIter",
+    "ReadOptions",
+    "ThreadPrefetchIter",
+    "WorkerDiedError",
+    "WorkerError",
+]

@@ -8,6 +8,14 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import numpy as np
 
+from chute_execution import (
+    ChunkPlan,
+    MultiprocessingOptions,
+    MultiprocessPrefetchIter,
+    PrefetchReadIter,
+    ReadOptions,
+    ThreadPrefetchIter,
+)
 from chute_samplers import InterleaveIter, IterNode, MixIter, SequentialIter, WindowShuffleIter
 from chute_sources import CheckpointableIterator, RandomAccessDataSource
 from chute_transforms import (
@@ -40,13 +48,18 @@ Factory = Callable[[], CheckpointableIterator[Any]]
 
 
 class SequentialFactory:
-    """Builds `SequentialIter(node)`: a random-access dataset read in order."""
+    """Builds an iterator reading a random-access dataset in order (threads optional)."""
 
-    def __init__(self, node: RandomAccessDataSource[Any]) -> None:
+    def __init__(
+        self, node: RandomAccessDataSource[Any], read_options: ReadOptions | None = None
+    ) -> None:
         self.node = node
+        self.read_options = read_options
 
     def __call__(self) -> CheckpointableIterator[Any]:
-        return SequentialIter(self.node)
+        if self.read_options is None:
+            return SequentialIter(self.node)
+        return PrefetchReadIter(self.node, self.read_options)
 
 
 class _OpFactory:
@@ -58,6 +71,52 @@ class _OpFactory:
     def __call__(self) -> CheckpointableIterator[Any]:
         result: CheckpointableIterator[Any] = self.op(self.parent(), *self.args, **self.kwargs)
         return result
+
+
+_ELEMENTWISE = frozenset({MapIter, FilterIter, FlatMapIter, RandomMapIter})
+"""Stream ops whose outputs for a chunk of base positions do not depend on other chunks."""
+
+
+class _MultiprocessFactory:
+    """Builds the chunked part on workers, then the rest of the pipeline in this process."""
+
+    def __init__(
+        self,
+        plan: ChunkPlan,
+        options: MultiprocessingOptions,
+        init_fn: Callable[[int, int], Any] | None,
+        tail: Sequence[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]],
+    ) -> None:
+        self.plan, self.options, self.init_fn, self.tail = plan, options, init_fn, tuple(tail)
+
+    def __call__(self) -> CheckpointableIterator[Any]:
+        iterator: Any = MultiprocessPrefetchIter(self.plan, self.options, self.init_fn)
+        for op, args, kwargs in self.tail:
+            iterator = op(iterator, *args, **kwargs)
+        result: CheckpointableIterator[Any] = iterator
+        return result
+
+
+def _split_for_workers(
+    factory: Factory, chunk_size: int
+) -> tuple[ChunkPlan, list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]]]:
+    """Cuts a pipeline into the chunked part (base + elementwise ops) and the rest."""
+    ops: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
+    while isinstance(factory, _OpFactory):
+        ops.append((factory.op, factory.args, factory.kwargs))
+        factory = factory.parent
+    if not isinstance(factory, SequentialFactory):
+        raise TypeError(
+            "mp_prefetch needs a pipeline that starts by reading a random-access dataset in "
+            "order (MapDataset...to_iter_dataset()), so that work can be cut into chunks of "
+            "positions whose outputs do not depend on the number of workers. Apply mix, "
+            "interleave or stream sources after mp_prefetch, or prefetch each component."
+        )
+    ops.reverse()
+    split = 0
+    while split < len(ops) and ops[split][0] in _ELEMENTWISE:
+        split += 1
+    return ChunkPlan(factory.node, ops[:split], chunk_size), ops[split:]
 
 
 class _MixFactory:
@@ -188,7 +247,10 @@ class IterDataset(Generic[T]):
         *,
         seed: int | None = None,
     ) -> IterDataset[U]:
-        """`transform(element, rng)`; `rng` is a pure function of (seed, index).
+        """`transform(element, rng)`; `rng` is a pure function of (seed, element origin).
+
+        The origin is the position the element was read from (plus its index among a
+        flat map's outputs), so draws do not depend on earlier filtering or on workers.
 
         Example:
             >>> import chute
@@ -325,6 +387,56 @@ class IterDataset(Generic[T]):
         )
         factory = _InterleaveFactory([d._factory for d in checked], cycle_length)
         return IterDataset(factory, stages=(item,))
+
+    def prefetch(self, buffer_size: int) -> IterDataset[T]:
+        """Produces up to `buffer_size` elements ahead on a background thread.
+
+        The state counts only elements handed out, so a checkpoint never loses what
+        was in the buffer.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.range(5).to_iter_dataset().prefetch(2)
+            >>> list(ds)
+            [0, 1, 2, 3, 4]
+        """
+        return self._then(
+            ThreadPrefetchIter, stage("prefetch", buffer_size=buffer_size), buffer_size
+        )
+
+    def mp_prefetch(
+        self,
+        options: MultiprocessingOptions | None = None,
+        worker_init_fn: Callable[[int, int], Any] | None = None,
+        *,
+        chunk_size: int = 64,
+    ) -> IterDataset[T]:
+        """Runs the pipeline so far on worker processes; the output does not change.
+
+        Work is cut into chunks of `chunk_size` consecutive positions of the dataset
+        the pipeline reads; maps, filters, flat maps and random maps run on the
+        workers, chunk by chunk, and the results are put back in order, so 0, 1 or 8
+        workers yield the same elements in the same order (and a checkpoint restores
+        with any number of workers). Stages that need the whole stream (batch,
+        map_with_index, window shuffle, ...) run in this process on the merged stream.
+        Transforms must be picklable (module-level functions or classes).
+
+        Args:
+            options: `MultiprocessingOptions(num_workers, per_worker_buffer_size)`.
+            worker_init_fn: called as `fn(worker_index, num_workers)` in each worker.
+            chunk_size: positions per unit of work; it never changes the elements.
+
+        Example:
+            >>> import chute, operator
+            >>> ds = chute.MapDataset.range(8).to_iter_dataset().map(operator.neg)
+            >>> list(ds.mp_prefetch(chute.MultiprocessingOptions(num_workers=0)))
+            [0, -1, -2, -3, -4, -5, -6, -7]
+        """
+        chosen = options if options is not None else MultiprocessingOptions()
+        plan, tail = _split_for_workers(self._factory, chunk_size)
+        factory = _MultiprocessFactory(plan, chosen, worker_init_fn, tail)
+        item = stage("mp_prefetch", num_workers=chosen.num_workers)
+        return IterDataset(factory, seed=self._seed, stages=(*self._stages, item))
 
     def pipe(
         self, fn: Callable[Concatenate[IterDataset[T], P], R], *args: P.args, **kwargs: P.kwargs

@@ -17,6 +17,7 @@ from typing import (
 
 import numpy as np
 
+from chute_execution import ReadOptions
 from chute_samplers import (
     MixMap,
     RepeatMap,
@@ -368,10 +369,12 @@ class MapDataset(Generic[T]):
         )
         return MapDataset(node, stages=(item,))
 
-    def to_iter_dataset(self) -> IterDataset[T]:
+    def to_iter_dataset(self, read_options: ReadOptions | None = None) -> IterDataset[T]:
         """A stream over the elements in order, skipping dropped positions.
 
-        Its iterators are checkpointable (`get_state` / `set_state`).
+        Its iterators are checkpointable (`get_state` / `set_state`). With
+        `read_options`, chunks of positions are read on a pool of threads, ahead of the
+        consumer (bounded); the elements and states are the same as without.
 
         Example:
             >>> it = iter(MapDataset.range(3).to_iter_dataset())
@@ -380,10 +383,11 @@ class MapDataset(Generic[T]):
         """
         from ._iter_dataset import IterDataset, SequentialFactory
 
+        params = {} if read_options is None else {"read_options": read_options}
         return IterDataset(
-            SequentialFactory(self._node),
+            SequentialFactory(self._node, read_options),
             seed=self._seed,
-            stages=(*self._stages, stage("to_iter_dataset")),
+            stages=(*self._stages, stage("to_iter_dataset", **params)),
         )
 
     def pipe(

@@ -1,0 +1,121 @@
+"""`ChunkPlan`: the part of a pipeline that runs on chunks of base positions.
+
+A pipeline that starts by reading a random-access dataset in order can be cut into
+chunks of consecutive base positions. Elementwise stream ops (map, filter, flat map,
+random map keyed by origin) give, for a chunk, the same outputs whoever runs it, so
+chunks can run anywhere (this process or any worker) and be put back in order: the
+merged stream is the single-process stream, for any number of workers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from chute_samplers import IterNode, fetch
+from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
+
+from ._checks import check_count, check_dataset
+
+__all__ = ["ChunkPlan", "ChunkResult", "StreamOp"]
+
+StreamOp = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+"""An elementwise stream op: `(op_class, args, kwargs)`, applied as `op(parent, *a, **k)`."""
+
+ChunkResult = tuple[list[Any], list[tuple[int, ...] | None]]
+"""The outputs of one chunk, in order, and the origin of each."""
+
+
+class _ChunkReader(IterNode[Any]):
+    """Reads base positions `[start, stop)` in order (skipping DROPPED); origin `(p,)`."""
+
+    def __init__(self, dataset: RandomAccessDataSource[Any], start: int, stop: int) -> None:
+        positions = np.arange(start, stop, dtype=np.int64)
+        self._elements = fetch(dataset, positions, np.zeros(positions.size, np.uint64))
+        self._start = start
+        self._next = 0
+        self._last: int | None = None
+
+    def __next__(self) -> Any:
+        elements = self._elements
+        while self._next < len(elements):
+            index = self._next
+            self._next += 1
+            element = elements[index]
+            if element is not DROPPED:
+                self._last = self._start + index
+                return element
+        raise StopIteration
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        return None if self._last is None else (self._last,)
+
+    def get_state(self) -> IteratorState:
+        return {"next": self._next}
+
+    def set_state(self, state: IteratorState, /) -> None:
+        value = state["next"]
+        assert isinstance(value, int)
+        self._next = value
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkPlan:
+    """A random-access base, elementwise ops over it, and the chunk size.
+
+    Picklable (it is sent to each worker once). `run(chunk)` gives the outputs of
+    base positions `[chunk * chunk_size, (chunk + 1) * chunk_size)`.
+
+    Attributes:
+        dataset: the random-access base, read in order.
+        ops: elementwise stream ops applied to the base, innermost first.
+        chunk_size: base positions per chunk (fixed: it does not depend on workers).
+
+    Example:
+        >>> from chute_transforms import FilterIter, MapIter
+        >>> plan = ChunkPlan(range(10), [(FilterIter, (lambda x: x % 3,), {}),
+        ...                               (MapIter, (lambda x: x * 10,), {})], chunk_size=4)
+        >>> plan.num_chunks, plan.run(1)
+        (3, ([40, 50, 70], [(4,), (5,), (7,)]))
+    """
+
+    dataset: RandomAccessDataSource[Any]
+    ops: tuple[StreamOp, ...] | list[StreamOp] = ()
+    chunk_size: int = 64
+
+    def __post_init__(self) -> None:
+        check_dataset(self.dataset, "ChunkPlan")
+        check_count(self.chunk_size, "chunk_size", "ChunkPlan", minimum=1)
+        object.__setattr__(self, "ops", tuple(self.ops))
+
+    @property
+    def num_chunks(self) -> int:
+        """How many chunks the base has (the last may be short)."""
+        return -(-len(self.dataset) // self.chunk_size)
+
+    def iterate(self, chunk: int) -> Iterator[tuple[Any, tuple[int, ...] | None]]:
+        """Yields `(output, origin)` for chunk `chunk`, lazily."""
+        start = chunk * self.chunk_size
+        stop = min(start + self.chunk_size, len(self.dataset))
+        stream: Any = _ChunkReader(self.dataset, start, stop)
+        for op, args, kwargs in self.ops:
+            stream = op(stream, *args, **kwargs)
+        while True:
+            try:
+                element = next(stream)
+            except StopIteration:
+                return
+            yield element, getattr(stream, "origin", None)
+
+    def run(self, chunk: int) -> ChunkResult:
+        """The outputs of chunk `chunk` and their origins, in order."""
+        outputs: list[Any] = []
+        origins: list[tuple[int, ...] | None] = []
+        for element, origin in self.iterate(chunk):
+            outputs.append(element)
+            origins.append(origin)
+        return outputs, origins

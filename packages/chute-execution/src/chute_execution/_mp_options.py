@@ -1,0 +1,48 @@
+"""`MultiprocessingOptions`: how many worker processes, and how far they work ahead."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from ._checks import check_count
+
+__all__ = ["MultiprocessingOptions"]
+
+StartMethod = Literal["spawn", "forkserver"]
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiprocessingOptions:
+    """Options for running a pipeline on worker processes (`mp_prefetch`).
+
+    The output never depends on these: 0, 1, 2 or 8 workers yield the same elements
+    in the same order, and a checkpoint taken with one setting restores with another.
+
+    Attributes:
+        num_workers: worker processes; 0 runs the same chunked pipeline in this process.
+        per_worker_buffer_size: chunks each worker may have finished or in progress
+            ahead of the consumer.
+        start_method: "spawn" (default) or "forkserver". Never "fork": forking a
+            process that has loaded jax (multithreaded) can deadlock.
+
+    Example:
+        >>> MultiprocessingOptions(num_workers=2)
+        MultiprocessingOptions(num_workers=2, per_worker_buffer_size=2, start_method='spawn')
+    """
+
+    num_workers: int = 0
+    per_worker_buffer_size: int = 2
+    start_method: StartMethod = "spawn"
+
+    def __post_init__(self) -> None:
+        owner = "MultiprocessingOptions"
+        object.__setattr__(self, "num_workers", check_count(self.num_workers, "num_workers", owner))
+        size = check_count(self.per_worker_buffer_size, "per_worker_buffer_size", owner, minimum=1)
+        object.__setattr__(self, "per_worker_buffer_size", size)
+        if self.start_method not in ("spawn", "forkserver"):
+            raise ValueError(
+                f"{owner}: start_method must be 'spawn' or 'forkserver', got "
+                f"{self.start_method!r} ('fork' is refused: forking a process that loaded "
+                "jax can deadlock)."
+            )

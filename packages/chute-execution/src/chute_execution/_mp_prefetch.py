@@ -1,0 +1,204 @@
+"""`MultiprocessPrefetchIter`: chunks of a plan run on worker processes, merged in order.
+
+Chunk `c` (base positions `[c * chunk_size, (c + 1) * chunk_size)`) always goes to
+worker `c % num_workers`, and the consumer takes chunk results strictly in chunk
+order, so the stream is the one a single process gives, for any number of workers
+(0 runs the very same chunks in this process). The state is `{"chunk": c, "offset": k}`,
+the next element being output `k` of chunk `c`: it never waits for workers and
+restores with any number of workers, re-running at most one chunk.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from typing import Any
+
+from chute_samplers import IterNode
+from chute_sources import ChuteError, InvalidStateError, IteratorState
+
+from ._chunk_plan import ChunkPlan, ChunkResult
+from ._mp_options import MultiprocessingOptions
+from ._worker import WorkerFailure
+from ._worker_pool import WorkerPool
+
+__all__ = ["MultiprocessPrefetchIter", "WorkerError"]
+
+
+class WorkerError(ChuteError, RuntimeError):
+    """An exception in a worker that could not be rebuilt in the consumer (its text is).
+
+    Exceptions that pickle are re-raised with their own type; this one stands in for
+    the others, with the original type name and message, and the worker's traceback in
+    a note.
+
+    Example:
+        >>> str(WorkerError("mymodule.OddError: it broke"))
+        'mymodule.OddError: it broke'
+    """
+
+
+class MultiprocessPrefetchIter(IterNode[Any]):
+    """Runs a `ChunkPlan` on worker processes and yields its outputs in order.
+
+    Args:
+        plan: the chunked pipeline (pickled once for the workers).
+        options: workers and how many chunks each may work ahead.
+        worker_init_fn: called as `fn(worker_index, num_workers)` in each worker first.
+        decode: turns a worker's payload back into a `ChunkResult` (transport).
+        encode: the worker-side inverse of `decode` (picklable), or None.
+
+    Example:
+        >>> from chute_transforms import MapIter
+        >>> plan = ChunkPlan(range(10), [(MapIter, (abs,), {})], chunk_size=4)
+        >>> it = MultiprocessPrefetchIter(plan, MultiprocessingOptions(num_workers=0))
+        >>> [next(it), next(it)], it.get_state()
+        ([0, 1], {'chunk': 0, 'offset': 2})
+        >>> list(it)
+        [2, 3, 4, 5, 6, 7, 8, 9]
+    """
+
+    def __init__(
+        self,
+        plan: ChunkPlan,
+        options: MultiprocessingOptions,
+        worker_init_fn: Callable[[int, int], Any] | None = None,
+        *,
+        encode: Callable[[Any], Any] | None = None,
+        decode: Callable[[Any], ChunkResult] | None = None,
+    ) -> None:
+        self._plan = plan
+        self._options = options
+        self._init_fn = worker_init_fn
+        self._encode, self._decode = encode, decode
+        self._pool: WorkerPool | None = None
+        self._chunk = 0
+        self._offset = 0
+        self._outputs: list[Any] | None = None
+        self._origins: list[tuple[int, ...] | None] = []
+        self._last_origin: tuple[int, ...] | None = None
+        self._generation = 0
+        self._next_submit = 0
+        self._in_flight: list[collections.deque[tuple[int, int]]] = []
+
+    # --- the stream -------------------------------------------------------------------
+
+    def __next__(self) -> Any:
+        while True:
+            outputs = self._outputs
+            if outputs is not None:
+                if self._offset < len(outputs):
+                    self._last_origin = self._origins[self._offset]
+                    self._offset += 1
+                    return outputs[self._offset - 1]
+                self._chunk, self._offset, self._outputs = self._chunk + 1, 0, None
+            if self._chunk >= self._plan.num_chunks:
+                self.close()
+                raise StopIteration
+            outputs, origins = self._result(self._chunk)
+            if self._offset > len(outputs):
+                raise InvalidStateError(
+                    f"the state's offset {self._offset} is past the {len(outputs)} outputs of "
+                    f"chunk {self._chunk}: the state belongs to another pipeline."
+                )
+            self._outputs, self._origins = outputs, origins
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        return self._last_origin
+
+    def get_state(self) -> IteratorState:
+        if self._outputs is not None and self._offset == len(self._outputs):
+            return {"chunk": self._chunk + 1, "offset": 0}
+        return {"chunk": self._chunk, "offset": self._offset}
+
+    def set_state(self, state: IteratorState, /) -> None:
+        if not isinstance(state, dict) or set(state) != {"chunk", "offset"}:
+            raise InvalidStateError(
+                f"{self!r}: a state is a dict with the keys 'chunk' and 'offset' (from "
+                f"get_state()), got {state!r}."
+            )
+        chunk, offset = state["chunk"], state["offset"]
+        for name, value in (("chunk", chunk), ("offset", offset)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise InvalidStateError(f"{self!r}: state[{name!r}] must be an int >= 0.")
+        assert isinstance(chunk, int) and isinstance(offset, int)
+        if chunk > self._plan.num_chunks:
+            raise InvalidStateError(
+                f"{self!r}: state chunk {chunk} is past the last chunk ({self._plan.num_chunks})."
+            )
+        self._chunk, self._offset, self._outputs = chunk, offset, None
+        self._restart()
+
+    # --- chunks ---------------------------------------------------------------------
+
+    def _result(self, chunk: int) -> ChunkResult:
+        workers = self._options.num_workers
+        if workers == 0:
+            return self._plan.run(chunk)
+        pool = self._ensure_pool()
+        ahead = workers * self._options.per_worker_buffer_size
+        if self._next_submit <= chunk:
+            self._next_submit = chunk  # After a restore, start at the wanted chunk.
+        while self._next_submit < min(chunk + ahead, self._plan.num_chunks):
+            target = self._next_submit
+            pool.send(target % workers, (self._generation, target))
+            self._in_flight[target % workers].append((self._generation, target))
+            self._next_submit += 1
+        worker = chunk % workers
+        while True:
+            sent_generation, sent_chunk = self._in_flight[worker].popleft()
+            message = pool.receive(worker, f"while running chunk {sent_chunk}")
+            kind, generation, got_chunk, payload = message
+            if kind == "error" and got_chunk < 0:  # The worker could not start.
+                self.close()
+                raise self._rebuild(payload)
+            if generation != self._generation or sent_generation != self._generation:
+                continue  # Work from before a restore: discard.
+            if got_chunk != chunk:
+                raise RuntimeError(
+                    f"chute: worker {worker} answered chunk {got_chunk}, not {chunk}"
+                )
+            if kind == "error":
+                self._restart()
+                raise self._rebuild(payload)
+            return payload if self._decode is None else self._decode(payload)
+
+    def _rebuild(self, failure: WorkerFailure) -> BaseException:
+        size = self._plan.chunk_size
+        where = (
+            f"chute: raised in worker {failure.worker} while running chunk {failure.chunk} "
+            f"(base positions {failure.chunk * size}..{(failure.chunk + 1) * size - 1}); the "
+            f"worker's traceback:\n{failure.traceback}"
+        )
+        if failure.chunk < 0:
+            where = f"chute: raised while starting worker {failure.worker}:\n{failure.traceback}"
+        error = failure.exception()
+        if error is None:
+            error = WorkerError(f"{failure.type_name}: {failure.message}")
+        error.add_note(where)
+        return error
+
+    def _ensure_pool(self) -> WorkerPool:
+        if self._pool is None or self._pool.closed:
+            self._pool = WorkerPool(self._plan, self._options, self._init_fn, self._encode)
+            self._in_flight = [collections.deque() for _ in range(self._options.num_workers)]
+            self._next_submit = self._chunk
+        return self._pool
+
+    def _restart(self) -> None:
+        """Forgets work in flight (its answers will be discarded) and resubmits lazily."""
+        self._generation += 1
+        self._next_submit = self._chunk
+
+    def close(self) -> None:
+        """Stops the worker processes (also done at exhaustion and garbage collection)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __repr__(self) -> str:
+        return (
+            f"MultiprocessPrefetchIter(num_workers={self._options.num_workers}, "
+            f"chunk_size={self._plan.chunk_size})"
+        )

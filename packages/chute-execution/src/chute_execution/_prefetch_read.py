@@ -1,0 +1,276 @@
+"""`PrefetchReadIter`: a random-access dataset read in order by a pool of threads."""
+
+from __future__ import annotations
+
+import collections
+import weakref
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from chute_samplers import IterNode, fetch
+from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
+
+from ._checks import check_count, check_dataset, state_position
+from ._read_options import ReadOptions
+from ._thread_pool import ReadPool, Slot
+
+__all__ = ["PrefetchReadIter", "default_chunk_size"]
+
+T = TypeVar("T")
+
+MAX_CHUNK_SIZE = 256
+"""The largest default chunk: per-chunk overhead is already negligible there."""
+
+JOIN_TIMEOUT = 10.0
+"""Seconds `close()` waits for reads in flight before leaving them to finish alone."""
+
+
+def default_chunk_size(options: ReadOptions) -> int:
+    """Positions per read: one chunk per thread fills the read-ahead buffer.
+
+    Every thread has a chunk in flight while the consumer waits for the oldest, and
+    chunks are as large as the buffer allows, because each one costs a hand-over between
+    threads (~50-100 us with the GIL): with 8 threads and a 50 us read, one chunk per
+    thread measured ~10% faster than two (the workload of `bench_execution_threads`). At
+    most `MAX_CHUNK_SIZE`; `MAX_CHUNK_SIZE` when reads run in the calling thread.
+
+    Example:
+        >>> default_chunk_size(ReadOptions(16, 500)), default_chunk_size(ReadOptions(0, 500))
+        (31, 256)
+    """
+    if not options.threaded:
+        return MAX_CHUNK_SIZE
+    return max(1, min(MAX_CHUNK_SIZE, options.prefetch_buffer_size // options.num_threads))
+
+
+class _Chunk(Generic[T]):
+    """What one read returns: elements of `[start, start + len(elements))`, then an error.
+
+    `error` is the exception raised at the position right after the elements, if any.
+    """
+
+    __slots__ = ("elements", "error", "start")
+
+    def __init__(self, start: int, elements: list[T], error: BaseException | None) -> None:
+        self.start, self.elements, self.error = start, elements, error
+
+
+def _note(error: BaseException, dataset: object, position: int) -> None:
+    notes = getattr(error, "__notes__", [])
+    if not any(note.startswith("chute: raised by") for note in notes):
+        error.add_note(
+            f"chute: raised by reading {type(dataset).__name__} on the element at "
+            f"position {position}"
+        )
+
+
+def _read(dataset: RandomAccessDataSource[T], start: int, stop: int) -> _Chunk[T]:
+    """Reads `[start, stop)` in one batched call; on failure, finds the failing position.
+
+    The batched call either succeeds or tells nothing about which element failed, so a
+    failed chunk is read again one position at a time: the elements before the first
+    failing position are kept and its exception is returned. If every single read
+    succeeds (a transient error), the batched call's exception is returned at `start`.
+    """
+    positions = np.arange(start, stop, dtype=np.int64)
+    try:
+        return _Chunk(start, fetch(dataset, positions, np.zeros(stop - start, np.uint64)), None)
+    except Exception as batch_error:
+        elements: list[T] = []
+        one_epoch = np.zeros(1, np.uint64)
+        for position in range(start, stop):
+            try:
+                elements.extend(fetch(dataset, positions[position - start :][:1], one_epoch))
+            except Exception as error:
+                _note(error, dataset, position)
+                return _Chunk(start, elements, error)
+        _note(batch_error, dataset, start)
+        return _Chunk(start, [], batch_error)
+
+
+class PrefetchReadIter(IterNode[T]):
+    """Yields `dataset[0], dataset[1], ...` read by `num_threads` threads, in order.
+
+    The same stream and the same state (`{"position": next position}`) as
+    `chute_samplers.SequentialIter`, so states move freely between the two and between
+    thread counts. Positions holding `chute_sources.DROPPED` are skipped.
+
+    Reads are chunks of `chunk_size` consecutive positions (one batched call each),
+    queued on a thread pool so that at most about `prefetch_buffer_size` positions
+    (plus one chunk) are read ahead of the consumer; the consumer takes chunks in
+    order, so the work per element is constant. With `num_threads=0` or
+    `prefetch_buffer_size=0` every read runs in the calling thread.
+
+    The `origin` of an element (see `chute_samplers.IterNode`) is `(position,)`, as for
+    `SequentialIter`, so a `RandomMapIter` above draws the same.
+
+    Errors: an exception raised while reading position `p` is raised by the `next()`
+    that would have returned `p`, with its type, traceback and a note naming the
+    position; `get_state()` is then `{"position": p}`, and the next `next()` reads `p`
+    again. A failed chunk is re-read one position at a time to find `p`.
+
+    Threads: the pool starts on the first `next()` and stops at the end of the dataset,
+    at an exception, in `close()` and when the iterator is garbage collected. A later
+    `next()` starts it again. `set_state` drops what was read ahead.
+
+    Args:
+        dataset: a node, a source or any sequence (read from several threads at once).
+        read_options: threads and read-ahead buffer.
+        chunk_size: positions per read; by default `prefetch_buffer_size //
+            num_threads` (one chunk per thread fills the buffer), between 1 and 256.
+
+    Example:
+        >>> from chute_samplers import ShuffleMap
+        >>> it = PrefetchReadIter(ShuffleMap(range(8), seed=0), ReadOptions(num_threads=2))
+        >>> first = [next(it), next(it)]
+        >>> state = it.get_state()
+        >>> state
+        {'position': 2}
+        >>> rest = list(it)
+        >>> it.set_state(state)
+        >>> list(it) == rest, sorted(first + rest) == list(range(8))
+        (True, True)
+    """
+
+    def __init__(
+        self,
+        dataset: RandomAccessDataSource[T],
+        read_options: ReadOptions = ReadOptions(),  # noqa: B008  (frozen, so shared is fine)
+        chunk_size: int | None = None,
+    ) -> None:
+        check_dataset(dataset, "PrefetchReadIter")
+        if not isinstance(read_options, ReadOptions):
+            raise TypeError(
+                "PrefetchReadIter: read_options must be a ReadOptions, got "
+                f"{type(read_options).__name__} {read_options!r}."
+            )
+        self._dataset = dataset
+        self._length = len(dataset)
+        self._options = read_options
+        if chunk_size is None:
+            chunk_size = default_chunk_size(read_options)
+        self._chunk_size = check_count(chunk_size, "chunk_size", "PrefetchReadIter", minimum=1)
+        # Positions in flight ahead of the consumer's chunk, at most.
+        self._window = max(read_options.prefetch_buffer_size, self._chunk_size)
+        self._chunk: _Chunk[T] = _Chunk(0, [], None)
+        self._offset = 0  # Into self._chunk.elements: the next one to look at.
+        self._pending: collections.deque[Slot[_Chunk[T]]] = collections.deque()
+        self._next_read = 0  # First position not yet queued.
+        self._pool: ReadPool | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+
+    @property
+    def read_options(self) -> ReadOptions:
+        """The threads and buffer this iterator reads with."""
+        return self._options
+
+    @property
+    def chunk_size(self) -> int:
+        """Positions per read."""
+        return self._chunk_size
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """`(position,)` of the element last returned; None before one (or after a move)."""
+        offset = self._offset
+        return None if offset == 0 else (self._chunk.start + offset - 1,)
+
+    def __next__(self) -> T:
+        while True:
+            offset = self._offset
+            elements = self._chunk.elements
+            if offset < len(elements):
+                self._offset = offset + 1
+                element = elements[offset]
+                if element is not DROPPED:
+                    return element
+            else:
+                self._advance()
+
+    def _advance(self) -> None:
+        """Moves to the next chunk; raises at the end or at the current chunk's error."""
+        chunk = self._chunk
+        position = chunk.start + len(chunk.elements)
+        if chunk.error is not None:
+            error = chunk.error
+            self._restart(position)
+            self._stop_pool(JOIN_TIMEOUT)
+            raise error
+        if position >= self._length:
+            self._stop_pool(JOIN_TIMEOUT)
+            raise StopIteration
+        if self._options.threaded:
+            self._fill(position)
+            slot = self._pending[0]
+            try:
+                chunk = slot.wait()
+            except BaseException:
+                self._restart(position)
+                self._stop_pool(JOIN_TIMEOUT)
+                raise
+            self._pending.popleft()
+            self._fill(position)
+        else:
+            chunk = _read(self._dataset, position, min(position + self._chunk_size, self._length))
+        self._chunk, self._offset = chunk, 0
+
+    def _fill(self, position: int) -> None:
+        """Queues chunks until `window` positions from `position` on are in flight."""
+        pool = self._pool
+        if pool is None:
+            # Threads beyond the chunks that fit in the window would stay idle.
+            threads = min(self._options.num_threads, self._window // self._chunk_size + 1)
+            pool = self._pool = ReadPool(threads, "chute-read")
+            # Stops the threads when this iterator is collected; holds no reference to it.
+            self._finalizer = weakref.finalize(self, pool.shutdown, 0)
+        limit = min(position + self._window, self._length)
+        while self._next_read < limit:
+            start = self._next_read
+            self._next_read = min(start + self._chunk_size, self._length)
+            self._pending.append(pool.submit(_read, self._dataset, start, self._next_read))
+
+    def _restart(self, position: int) -> None:
+        """Drops everything read ahead; the next element read is `position`."""
+        if self._pool is not None:
+            self._pool.discard()
+        self._pending.clear()
+        self._next_read = position
+        self._chunk, self._offset = _Chunk(position, [], None), 0
+
+    def _stop_pool(self, timeout: float) -> None:
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.shutdown(timeout)
+
+    def get_state(self) -> IteratorState:
+        return {"position": self._chunk.start + self._offset}
+
+    def set_state(self, state: IteratorState, /) -> None:
+        self._restart(state_position(state, "PrefetchReadIter", self._length))
+
+    def close(self) -> None:
+        """Stops the threads, dropping what was read ahead; the position is kept.
+
+        Waits up to `JOIN_TIMEOUT` seconds for reads in flight; threads still reading
+        after that exit when their read returns. Calling `next()` later starts new
+        threads at the same position.
+        """
+        self._restart(self._chunk.start + self._offset)
+        self._stop_pool(JOIN_TIMEOUT)
+
+    def __enter__(self) -> PrefetchReadIter[T]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"PrefetchReadIter({self._dataset!r}, num_threads={self._options.num_threads}, "
+            f"prefetch_buffer_size={self._options.prefetch_buffer_size}, "
+            f"chunk_size={self._chunk_size}, position={self._chunk.start + self._offset})"
+        )

@@ -1,0 +1,153 @@
+"""`WorkerPool`: worker processes, one connection each, with death detection."""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import weakref
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from chute_sources import ChuteError
+
+from ._mp_options import MultiprocessingOptions
+from ._worker import worker_main
+
+__all__ = ["WorkerDiedError", "WorkerPool"]
+
+_POLL_SECONDS = 0.05
+_JOIN_SECONDS = 2.0
+
+
+class WorkerDiedError(ChuteError, RuntimeError):
+    """A worker process died (killed by a signal, out of memory, ...) mid-work.
+
+    The message names the worker, its pid, how it ended and what it was doing; the
+    iterator that raised it can be restored from its last state.
+
+    Example:
+        >>> issubclass(WorkerDiedError, RuntimeError)
+        True
+    """
+
+
+def _describe_exit(process: BaseProcess) -> str:
+    code = process.exitcode
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        import signal
+
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with code {code}"
+
+
+def _shutdown(processes: list[BaseProcess], connections: list[Connection]) -> None:
+    for connection in connections:
+        try:
+            connection.send(None)
+        except (OSError, ValueError):
+            pass
+    for process in processes:
+        process.join(_JOIN_SECONDS)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+            process.join(_JOIN_SECONDS)
+        if process.is_alive():
+            process.kill()
+            process.join(_JOIN_SECONDS)
+    for connection in connections:
+        connection.close()
+
+
+class WorkerPool:
+    """`num_workers` processes running chunks of one pickled plan.
+
+    Started with spawn (or forkserver), never fork. The plan is pickled once, here, so
+    an unpicklable pipeline fails at once with a clear error. `close()` stops the
+    workers (politely, then by signal); it also runs when the pool is garbage
+    collected or the interpreter exits.
+    """
+
+    def __init__(
+        self,
+        plan: Any,
+        options: MultiprocessingOptions,
+        init_fn: Callable[[int, int], Any] | None = None,
+        encode: Callable[[Any], Any] | None = None,
+    ) -> None:
+        try:
+            plan_bytes = pickle.dumps(plan)
+        except Exception as error:
+            raise TypeError(
+                f"mp_prefetch: the pipeline cannot be pickled to send it to worker processes "
+                f"({error}). Use module-level functions or classes for transforms, not "
+                "lambdas or local functions, and sources that pickle."
+            ) from error
+        context = multiprocessing.get_context(options.start_method)
+        self.num_workers = options.num_workers
+        self.processes: list[BaseProcess] = []
+        self.connections: list[Connection] = []
+        try:
+            for worker in range(self.num_workers):
+                ours, theirs = context.Pipe(duplex=True)
+                process = context.Process(  # type: ignore[attr-defined]
+                    target=worker_main,
+                    args=(worker, theirs, plan_bytes, init_fn, self.num_workers, encode),
+                    name=f"chute-worker-{worker}",
+                    daemon=True,
+                )
+                process.start()
+                theirs.close()
+                self.processes.append(process)
+                self.connections.append(ours)
+        except BaseException:
+            _shutdown(self.processes, self.connections)
+            raise
+        self._finalizer = weakref.finalize(self, _shutdown, self.processes, self.connections)
+
+    def send(self, worker: int, task: Any) -> None:
+        """Sends a task to `worker`."""
+        try:
+            self.connections[worker].send(task)
+        except (OSError, ValueError) as error:
+            raise self._died(worker, "while receiving a task") from error
+
+    def receive(self, worker: int, doing: str) -> Any:
+        """Waits for the next message of `worker`; raises `WorkerDiedError` if it died."""
+        connection, process = self.connections[worker], self.processes[worker]
+        while True:
+            try:
+                if connection.poll(_POLL_SECONDS):
+                    return connection.recv()
+            except (EOFError, OSError) as error:
+                raise self._died(worker, doing) from error
+            if not process.is_alive():
+                if connection.poll(0):  # It may have answered just before exiting.
+                    continue
+                raise self._died(worker, doing)
+
+    def _died(self, worker: int, doing: str) -> WorkerDiedError:
+        process = self.processes[worker]
+        process.join(0.5)
+        return WorkerDiedError(
+            f"chute worker {worker} (pid {process.pid}) {_describe_exit(process)} {doing}. "
+            "If it ran out of memory, use fewer workers or smaller per_worker_buffer_size; "
+            "the iterator can be restored from its last state."
+        )
+
+    def close(self) -> None:
+        """Stops every worker and closes the connections (idempotent)."""
+        self._finalizer()
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close` ran."""
+        return not self._finalizer.alive

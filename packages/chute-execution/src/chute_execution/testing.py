@@ -1,0 +1,103 @@
+"""Transforms that fail on purpose, for testing pipelines on worker processes.
+
+They live in an importable module (not in a test file) because worker processes
+started with spawn import the functions they run by name.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+__all__ = ["FailAt", "KillWorkerAt", "Remainder", "Repeat", "SleepAt"]
+
+
+class FailAt:
+    """A map that raises `exception_type(message)` on one element, identity elsewhere.
+
+    Example:
+        >>> FailAt(3)(2)
+        2
+    """
+
+    def __init__(self, element: Any, exception_type: type[Exception] = ValueError) -> None:
+        self.element = element
+        self.exception_type = exception_type
+
+    def __call__(self, element: Any) -> Any:
+        """Returns `element`, or raises if it is the chosen one."""
+        if element == self.element:
+            raise self.exception_type(f"bad element {element!r}")
+        return element
+
+
+class KillWorkerAt:
+    """A map that kills its own process with SIGKILL on one element (in a worker only).
+
+    Example:
+        >>> KillWorkerAt(3)(2)
+        2
+    """
+
+    def __init__(self, element: Any) -> None:
+        self.element = element
+        self.parent = os.getpid()
+
+    def __call__(self, element: Any) -> Any:
+        """Returns `element`, or kills this (worker) process if it is the chosen one."""
+        if element == self.element and os.getpid() != self.parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return element
+
+
+class SleepAt:
+    """A map that sleeps `seconds` on one element (a stuck worker), identity elsewhere.
+
+    Example:
+        >>> SleepAt(3, 0.0)(3)
+        3
+    """
+
+    def __init__(self, element: Any, seconds: float) -> None:
+        self.element = element
+        self.seconds = seconds
+
+    def __call__(self, element: Any) -> Any:
+        """Returns `element`, after sleeping if it is the chosen one."""
+        if element == self.element:
+            time.sleep(self.seconds)
+        return element
+
+
+class Remainder:
+    """A predicate: `element % divisor == remainder` (a picklable filter for tests).
+
+    Example:
+        >>> [x for x in range(7) if Remainder(3, 1)(x)]
+        [1, 4]
+    """
+
+    def __init__(self, divisor: int, remainder: int) -> None:
+        self.divisor, self.remainder = divisor, remainder
+
+    def __call__(self, element: int) -> bool:
+        """Whether `element` leaves the remainder."""
+        return element % self.divisor == self.remainder
+
+
+class Repeat:
+    """A flat map: `element` repeated `element % modulus` times (0 times drops it).
+
+    Example:
+        >>> Repeat(3)(5), Repeat(3)(6)
+        ([5, 5], [])
+    """
+
+    def __init__(self, modulus: int) -> None:
+        self.modulus = modulus
+
+    def __call__(self, element: int) -> list[int]:
+        """The repeated element."""
+        return [element] * (element % self.modulus)

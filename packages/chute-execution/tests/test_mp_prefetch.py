@@ -1,0 +1,145 @@
+"""Worker processes: the output never depends on the number of workers."""
+
+import operator
+import os
+import time
+
+import numpy as np
+import pytest
+
+import chute
+from chute_execution import (
+    ChunkPlan,
+    MultiprocessingOptions,
+    MultiprocessPrefetchIter,
+    WorkerDiedError,
+)
+from chute_execution.testing import FailAt, KillWorkerAt, Remainder, Repeat
+from chute_samplers import ShuffleMap
+from chute_sources.testing import assert_resumes, assert_trees_equal
+from chute_transforms import FilterIter, FlatMapIter, MapIter
+
+_is_odd = Remainder(2, 1)
+_pair = Repeat(3)
+
+
+def _pipeline(n=300):
+    return (
+        chute.MapDataset.range(n)
+        .shuffle(seed=4)
+        .to_iter_dataset()
+        .filter(_is_odd)
+        .flat_map(_pair)
+        .map(operator.neg)
+        .batch(5)
+    )
+
+
+def _run(ds):
+    return list(ds)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_output_is_identical_for_any_number_of_workers(workers):
+    expected = _run(_pipeline())
+    got = _run(_pipeline().mp_prefetch(MultiprocessingOptions(num_workers=workers), chunk_size=7))
+    assert_trees_equal(got, expected)
+
+
+def test_chunk_size_does_not_change_the_output():
+    expected = _run(_pipeline())
+    for size in (1, 5, 64, 1000):
+        ds = _pipeline().mp_prefetch(MultiprocessingOptions(num_workers=0), chunk_size=size)
+        assert_trees_equal(_run(ds), expected)
+
+
+def test_resume_with_another_number_of_workers():
+    base = chute.MapDataset.range(60).shuffle(seed=1).to_iter_dataset().filter(_is_odd)
+
+    def make(workers):
+        return lambda: iter(base.mp_prefetch(MultiprocessingOptions(workers), chunk_size=4))
+
+    assert_resumes(make(0), every=None, make_restored=[make(2)], expected=list(base))
+
+
+def test_a_worker_exception_keeps_its_type_and_names_worker_and_chunk():
+    ds = chute.MapDataset.range(40).to_iter_dataset().map(FailAt(23, KeyError))
+    it = iter(ds.mp_prefetch(MultiprocessingOptions(num_workers=2), chunk_size=10))
+    assert [next(it) for _ in range(20)] == list(range(20))
+    with pytest.raises(KeyError) as info:
+        next(it)
+    notes = "\n".join(info.value.__notes__)
+    assert "raised by map(FailAt) on the element at index 3 of the stream" in notes
+    assert "raised in worker 0 while running chunk 2 (base positions 20..29)" in notes
+    assert "Traceback" in notes
+    assert it.get_state() == {"chunk": 2, "offset": 0}
+
+
+def test_a_killed_worker_raises_within_seconds():
+    ds = chute.MapDataset.range(100).to_iter_dataset().map(KillWorkerAt(55))
+    it = iter(ds.mp_prefetch(MultiprocessingOptions(num_workers=2), chunk_size=10))
+    start = time.monotonic()
+    with pytest.raises(WorkerDiedError, match=r"worker 1 \(pid \d+\) was killed by SIGKILL"):
+        list(it)
+    assert time.monotonic() - start < 5 + 10  # Startup included; detection polls every 50 ms.
+
+
+def test_unpicklable_pipelines_fail_at_once_with_a_hint():
+    ds = chute.MapDataset.range(4).to_iter_dataset().map(lambda x: x)
+    with pytest.raises(TypeError, match=r"cannot be pickled.*module-level functions"):
+        next(iter(ds.mp_prefetch(MultiprocessingOptions(num_workers=1))))
+
+
+def test_streams_that_are_not_position_based_are_refused():
+    mixed = chute.IterDataset.mix([chute.MapDataset.range(3), chute.MapDataset.range(3)])
+    with pytest.raises(TypeError, match="starts by reading a random-access dataset"):
+        mixed.mp_prefetch(MultiprocessingOptions(num_workers=1))
+
+
+def _children():
+    return {p.pid for p in __import__("multiprocessing").active_children()}
+
+
+def test_workers_stop_on_exhaustion_close_and_garbage_collection():
+    before = _children()
+    ds = chute.MapDataset.range(30).to_iter_dataset().mp_prefetch(MultiprocessingOptions(2))
+    assert list(ds) == list(range(30))
+    it = iter(ds)
+    next(it)
+    it.close()
+    it = iter(ds)
+    next(it)
+    pids = _children() - before
+    assert pids
+    del it
+    import gc
+
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in pids)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_the_plan_runs_chunks_with_origins():
+    plan = ChunkPlan(
+        ShuffleMap(range(10), seed=0),
+        [(FilterIter, (_is_odd,), {}), (FlatMapIter, (_pair,), {}), (MapIter, (abs,), {})],
+        chunk_size=4,
+    )
+    outputs = [plan.run(c)[0] for c in range(plan.num_chunks)]
+    single = list(MultiprocessPrefetchIter(plan, MultiprocessingOptions(0)))
+    assert [x for chunk in outputs for x in chunk] == single
+    assert np.all(np.asarray(single) % 2 == 1)
