@@ -22,6 +22,7 @@ Example:
 
 from ._chunk_plan import ChunkPlan as ChunkPlan
 from ._chunk_plan import ChunkResult as ChunkResult
+from ._data_loader import DataLoader as DataLoader
 from ._mp_options import MultiprocessingOptions as MultiprocessingOptions
 from ._mp_prefetch import MultiprocessPrefetchIter as MultiprocessPrefetchIter
 from ._mp_prefetch import WorkerError as WorkerError
@@ -33,6 +34,7 @@ from ._worker_pool import WorkerDiedError as WorkerDiedError
 __all__ = [
     "ChunkPlan",
     "ChunkResult",
+    "DataLoader",
     "MultiprocessPrefetchIter",
     "MultiprocessingOptions",
     "PrefetchReadIter",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -29,12 +30,31 @@ ChunkResult = tuple[list[Any], list[tuple[int, ...] | None]]
 """The outputs of one chunk, in order, and the origin of each."""
 
 
+_READERS: dict[int, ThreadPoolExecutor] = {}
+"""One reading thread pool per size, per process (workers each get their own)."""
+
+
+def _fetch_chunk(
+    dataset: RandomAccessDataSource[Any], start: int, stop: int, threads: int
+) -> list[Any]:
+    positions = np.arange(start, stop, dtype=np.int64)
+    if threads <= 1 or positions.size < 2 * threads:
+        return fetch(dataset, positions, np.zeros(positions.size, np.uint64))
+    pool = _READERS.get(threads)
+    if pool is None:
+        pool = _READERS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="chute-chunk")
+    parts = np.array_split(positions, threads)
+    futures = [pool.submit(fetch, dataset, p, np.zeros(p.size, np.uint64)) for p in parts]
+    return [element for future in futures for element in future.result()]
+
+
 class _ChunkReader(IterNode[Any]):
     """Reads base positions `[start, stop)` in order (skipping DROPPED); origin `(p,)`."""
 
-    def __init__(self, dataset: RandomAccessDataSource[Any], start: int, stop: int) -> None:
-        positions = np.arange(start, stop, dtype=np.int64)
-        self._elements = fetch(dataset, positions, np.zeros(positions.size, np.uint64))
+    def __init__(
+        self, dataset: RandomAccessDataSource[Any], start: int, stop: int, threads: int = 0
+    ) -> None:
+        self._elements = _fetch_chunk(dataset, start, stop, threads)
         self._start = start
         self._next = 0
         self._last: int | None = None
@@ -74,6 +94,7 @@ class ChunkPlan:
         dataset: the random-access base, read in order.
         ops: elementwise stream ops applied to the base, innermost first.
         chunk_size: base positions per chunk (fixed: it does not depend on workers).
+        read_threads: threads that read a chunk's records in parallel (0 or 1: one).
 
     Example:
         >>> from chute_transforms import FilterIter, MapIter
@@ -86,10 +107,12 @@ class ChunkPlan:
     dataset: RandomAccessDataSource[Any]
     ops: tuple[StreamOp, ...] | list[StreamOp] = ()
     chunk_size: int = 64
+    read_threads: int = 0
 
     def __post_init__(self) -> None:
         check_dataset(self.dataset, "ChunkPlan")
         check_count(self.chunk_size, "chunk_size", "ChunkPlan", minimum=1)
+        check_count(self.read_threads, "read_threads", "ChunkPlan")
         object.__setattr__(self, "ops", tuple(self.ops))
 
     @property
@@ -101,7 +124,7 @@ class ChunkPlan:
         """Yields `(output, origin)` for chunk `chunk`, lazily."""
         start = chunk * self.chunk_size
         stop = min(start + self.chunk_size, len(self.dataset))
-        stream: Any = _ChunkReader(self.dataset, start, stop)
+        stream: Any = _ChunkReader(self.dataset, start, stop, self.read_threads)
         for op, args, kwargs in self.ops:
             stream = op(stream, *args, **kwargs)
         while True:

@@ -11,7 +11,11 @@ import signal
 import time
 from typing import Any
 
-__all__ = ["FailAt", "KillWorkerAt", "Remainder", "Repeat", "SleepAt"]
+import numpy as np
+
+from chute_transforms import RandomMapTransform
+
+__all__ = ["AddNoise", "FailAt", "KillWorkerAt", "Remainder", "Repeat", "SleepAt"]
 
 
 class FailAt:
@@ -101,3 +105,17 @@ class Repeat:
     def __call__(self, element: int) -> list[int]:
         """The repeated element."""
         return [element] * (element % self.modulus)
+
+
+class AddNoise(RandomMapTransform[Any, float]):
+    """A random map: `element + rng.random()` (a picklable random transform for tests).
+
+    Example:
+        >>> import numpy as np
+        >>> 0 <= AddNoise().random_map(0, np.random.default_rng(0)) < 1
+        True
+    """
+
+    def random_map(self, element: Any, rng: np.random.Generator) -> float:
+        """The element plus a uniform draw in [0, 1)."""
+        return float(element) + float(rng.random())

@@ -190,6 +190,21 @@ class IndexSampler:
             keys[mask] = self._permutation(epoch).take(in_epoch[mask])
         return global_index, keys
 
+    def locate(
+        self, positions: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Returns (global indices, record keys) of in-range positions, vectorised.
+
+        The global index is `RecordMetadata.index`: unique across shards, and what the
+        record's generator is derived from.
+
+        Example:
+            >>> indices, keys = IndexSampler(4, num_epochs=2).locate(np.array([1, 6]))
+            >>> indices.tolist(), keys.tolist()
+            ([1, 6], [1, 2])
+        """
+        return self._locate(np.asarray(positions, dtype=np.int64).reshape(-1))
+
     def record_keys(self, positions: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Returns the record keys at many positions at once (vectorised).
 

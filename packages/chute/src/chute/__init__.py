@@ -13,6 +13,7 @@ Example:
 
 from typing import TYPE_CHECKING, Any
 
+from chute_execution import DataLoader as DataLoader
 from chute_execution import MultiprocessingOptions as MultiprocessingOptions
 from chute_execution import ReadOptions as ReadOptions
 from chute_execution import WorkerDiedError as WorkerDiedError
@@ -88,6 +89,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DROPPED",
+    "DataLoader",
     "ArrayRecordDataSource",
     "ArrayRecordSource",
     "BatchError",

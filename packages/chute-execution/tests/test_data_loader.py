@@ -1,0 +1,97 @@
+"""DataLoader: the seeds' example, rng from the record metadata, workers, resume."""
+
+import numpy as np
+import pytest
+
+from chute_execution import DataLoader
+from chute_execution.testing import AddNoise, Remainder
+from chute_samplers import IndexSampler, NoSharding, ShardOptions
+from chute_sources import RangeSource, SharedMemorySource
+from chute_sources.testing import assert_resumes, assert_trees_equal
+from chute_transforms import BatchTransform, FilterTransform, MapTransform, RandomMapTransform
+
+
+class PlusOne(MapTransform):
+    def map(self, element):
+        return element + 1
+
+
+class Noise(RandomMapTransform):
+    def random_map(self, element, rng):
+        return float(element) + rng.random()
+
+
+class Even(FilterTransform):
+    def filter(self, element):
+        return element % 2 == 0
+
+
+def _sampler(n=10, epochs=2, seed=0):
+    return IndexSampler(n, num_epochs=epochs, shard_options=NoSharding(), shuffle=True, seed=seed)
+
+
+def test_the_seed_example_reads_each_record_once_per_epoch():
+    source = SharedMemorySource(range(5))
+    loader = DataLoader(data_source=source, sampler=_sampler(5), worker_count=0)
+    out = list(loader)
+    assert sorted(out[:5]) == sorted(out[5:]) == [0, 1, 2, 3, 4]
+    expected = [int(k) for k in _sampler(5).record_keys(np.arange(10))]
+    assert out == expected
+    source.close()
+
+
+def test_random_map_gets_the_records_own_generator():
+    loader = DataLoader(data_source=RangeSource(10), sampler=_sampler(), operations=[Noise()])
+    sampler = _sampler()
+    expected = [float(m.record_key) + m.rng.random() for m in sampler]
+    assert list(loader) == expected
+
+
+def test_operations_and_batches_match_a_plain_loop():
+    ops = [PlusOne(), Even(), BatchTransform(batch_size=3, drop_remainder=False)]
+    loader = DataLoader(data_source=RangeSource(10), sampler=_sampler(), operations=ops)
+    plain = [m.record_key + 1 for m in _sampler() if (m.record_key + 1) % 2 == 0]
+    expected = [np.asarray(plain[i : i + 3]) for i in range(0, len(plain), 3)]
+    assert_trees_equal(list(loader), expected)
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_workers_give_the_same_stream_and_states_move_between_worker_counts(workers):
+    # Workers import transforms by name: they come from an importable module.
+    ops = [Remainder(3, 1), AddNoise(), BatchTransform(batch_size=4)]
+
+    def make(count):
+        loader = DataLoader(
+            data_source=RangeSource(40),
+            sampler=_sampler(40, epochs=1),
+            operations=ops,
+            worker_count=count,
+            chunk_size=8,
+        )
+        return lambda: iter(loader)
+
+    expected = list(make(0)())
+    assert_trees_equal(list(make(workers)()), expected)
+    assert_resumes(make(0), every=None, make_restored=[make(workers)], expected=expected)
+
+
+def test_sharded_loaders_split_each_epoch():
+    shards = [
+        list(
+            DataLoader(
+                data_source=RangeSource(9),
+                sampler=IndexSampler(
+                    9, num_epochs=1, shard_options=ShardOptions(i, 3), shuffle=True, seed=1
+                ),
+            )
+        )
+        for i in range(3)
+    ]
+    assert sorted(x for shard in shards for x in shard) == list(range(9))
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="sampler must be an IndexSampler"):
+        DataLoader(data_source=RangeSource(3), sampler=[0, 1])
+    with pytest.raises(ValueError, match="covers 5 records but the source has only 3"):
+        DataLoader(data_source=RangeSource(3), sampler=_sampler(5))
