@@ -1,0 +1,185 @@
+"""asv benchmarks of worker processes (`mp_prefetch`), each beside a baseline of the same run.
+
+Targets of the execution issue, as ratios: small elements through 2 workers >= 200k
+elements/s; large arrays through 2 workers >= 50% of single-process memcpy bandwidth;
+the image pipeline with 2 workers >= 1.5x a single-process plain loop; time to first
+batch with 2 workers < 0.5 s. Worker functions live at module level so the spawned
+workers can import them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import timeit
+
+import numpy as np
+
+import chute
+from chute_sources import ArrayRecordSource, write_array_record
+
+from ._timing import median_seconds
+
+SMALL = 400_000
+ARRAY_BYTES = 2 * 2**20
+ARRAYS = 48
+IMAGES = 4096
+
+
+def add_one(x: int) -> int:
+    return x + 1
+
+
+def make_array(i: int) -> np.ndarray:
+    return np.full(ARRAY_BYTES // 4, i, dtype=np.float32)
+
+
+def crop_flip(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    y, x = rng.integers(0, 9, size=2)
+    out = image[y : y + 56, x : x + 56]
+    return out[:, ::-1] if rng.random() < 0.5 else out
+
+
+def normalise(image: np.ndarray) -> np.ndarray:
+    return (image.astype(np.float32) - 127.5) / 127.5
+
+
+def image_of(record: dict) -> np.ndarray:
+    return record["image"]
+
+
+class SmallElements:
+    """400k integers -> map through 2 workers (elements/s, worker start included)."""
+
+    timer = timeit.default_timer
+    number = 1
+    repeat = 3
+
+    def setup(self) -> None:
+        base = chute.MapDataset.range(SMALL).to_iter_dataset().map(add_one)
+        self.ds = base.mp_prefetch(chute.MultiprocessingOptions(num_workers=2), chunk_size=1024)
+
+    def time_iterate(self) -> None:
+        for _ in self.ds:
+            pass
+
+    def track_elements_per_second(self) -> float:
+        return SMALL / median_seconds(self.time_iterate, repeats=3)
+
+    track_elements_per_second.unit = "elements/s"  # type: ignore[attr-defined]
+
+
+class LargeArrays:
+    """48 arrays of 2 MiB made in 2 workers -> batch(8) (MB/s and ratio to memcpy)."""
+
+    timer = timeit.default_timer
+    number = 1
+    repeat = 3
+
+    def setup(self) -> None:
+        base = chute.MapDataset.range(ARRAYS).to_iter_dataset().map(make_array)
+        self.ds = base.mp_prefetch(chute.MultiprocessingOptions(num_workers=2), chunk_size=8).batch(
+            8
+        )
+        self.src = np.ones(ARRAYS * ARRAY_BYTES // 4, np.float32)
+        self.dst = np.empty_like(self.src)
+
+    def time_iterate(self) -> None:
+        for _ in self.ds:
+            pass
+
+    def _memcpy(self) -> None:
+        np.copyto(self.dst, self.src)
+
+    def track_megabytes_per_second(self) -> float:
+        return ARRAYS * ARRAY_BYTES / 1e6 / median_seconds(self.time_iterate, repeats=3)
+
+    track_megabytes_per_second.unit = "MB/s"  # type: ignore[attr-defined]
+
+    def track_ratio_to_memcpy(self) -> float:
+        ours = median_seconds(self.time_iterate, repeats=3)
+        return median_seconds(self._memcpy, repeats=5) / ours
+
+    track_ratio_to_memcpy.unit = "ratio"  # type: ignore[attr-defined]
+
+
+class TimeToFirstBatch:
+    """Seconds from `iter()` to the first batch with 2 workers (fresh processes)."""
+
+    timer = timeit.default_timer
+    number = 1
+    repeat = 5
+
+    def setup(self) -> None:
+        base = chute.MapDataset.range(1024).to_iter_dataset().map(add_one)
+        self.ds = base.mp_prefetch(chute.MultiprocessingOptions(num_workers=2)).batch(32)
+
+    def time_first_batch(self) -> None:
+        it = iter(self.ds)
+        next(it)
+        del it  # Stops the workers (they are tied to the iterator's lifetime).
+
+
+class ImagePipeline:
+    """ArrayRecord 64x64 images: shuffle -> decode -> crop/flip -> normalise -> batch(128)."""
+
+    timer = timeit.default_timer
+    number = 1
+    repeat = 3
+
+    def setup(self) -> None:
+        self.folder = tempfile.mkdtemp(prefix="chute-bench-img-")
+        rng = np.random.default_rng(0)
+        images = rng.integers(0, 256, (IMAGES, 64, 64, 3), dtype=np.uint8)
+        paths = write_array_record(
+            [{"image": images[i], "label": i % 10} for i in range(IMAGES)],
+            os.path.join(self.folder, "img"),
+            num_shards=2,
+        )
+        self.paths = paths
+        self.pipeline = (
+            chute.MapDataset.source(ArrayRecordSource(paths))
+            .shuffle(seed=0)
+            .to_iter_dataset()
+            .map(image_of)
+            .random_map(crop_flip, seed=1)
+            .map(normalise)
+        )
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _plain(self) -> None:
+        source = ArrayRecordSource(self.paths)
+        order = np.random.default_rng(0).permutation(IMAGES)
+        batch = []
+        for key in order.tolist():
+            image = source[key]["image"]
+            rng = np.random.default_rng(key)
+            batch.append(normalise(crop_flip(image, rng)))
+            if len(batch) == 128:
+                np.stack(batch)
+                batch = []
+
+    def _workers(self) -> None:
+        ds = self.pipeline.mp_prefetch(chute.MultiprocessingOptions(num_workers=2), chunk_size=128)
+        for _ in ds.batch(128):
+            pass
+
+    def time_two_workers(self) -> None:
+        self._workers()
+
+    def track_ratio_two_workers_to_plain_loop(self) -> float:
+        return median_seconds(self._plain, repeats=3) / median_seconds(self._workers, repeats=3)
+
+    track_ratio_two_workers_to_plain_loop.unit = "ratio"  # type: ignore[attr-defined]
+
+
+def _first_batch_seconds() -> float:
+    bench = TimeToFirstBatch()
+    bench.setup()
+    start = time.perf_counter()
+    bench.time_first_batch()
+    return time.perf_counter() - start
