@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 from typing import Literal
 
 from ._checks import check_count
@@ -10,6 +11,10 @@ from ._checks import check_count
 __all__ = ["MultiprocessingOptions"]
 
 StartMethod = Literal["spawn", "forkserver"]
+
+_DEFAULT_START: StartMethod = (
+    "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,17 +28,19 @@ class MultiprocessingOptions:
         num_workers: worker processes; 0 runs the same chunked pipeline in this process.
         per_worker_buffer_size: chunks each worker may have finished or in progress
             ahead of the consumer.
-        start_method: "spawn" (default) or "forkserver". Never "fork": forking a
-            process that has loaded jax (multithreaded) can deadlock.
+        start_method: "forkserver" (the default where it exists: workers fork from a
+            fresh server process that has imported chute once, so they start in
+            milliseconds) or "spawn" (each worker is a new interpreter). Never "fork":
+            forking a process that has loaded jax (multithreaded) can deadlock.
 
     Example:
-        >>> MultiprocessingOptions(num_workers=2)
+        >>> MultiprocessingOptions(num_workers=2, start_method="spawn")
         MultiprocessingOptions(num_workers=2, per_worker_buffer_size=2, start_method='spawn')
     """
 
     num_workers: int = 0
     per_worker_buffer_size: int = 2
-    start_method: StartMethod = "spawn"
+    start_method: StartMethod = _DEFAULT_START
 
     def __post_init__(self) -> None:
         owner = "MultiprocessingOptions"

@@ -16,6 +16,7 @@ from chute_execution import (
     ReadOptions,
     ThreadPrefetchIter,
 )
+from chute_execution._worker_pool import warm_up
 from chute_samplers import InterleaveIter, IterNode, MixIter, SequentialIter, WindowShuffleIter
 from chute_sources import CheckpointableIterator, RandomAccessDataSource
 from chute_transforms import (
@@ -434,6 +435,8 @@ class IterDataset(Generic[T]):
         """
         chosen = options if options is not None else MultiprocessingOptions()
         plan, tail = _split_for_workers(self._factory, chunk_size)
+        if chosen.num_workers:
+            warm_up(chosen.start_method)  # Workers will then start in milliseconds.
         factory = _MultiprocessFactory(plan, chosen, worker_init_fn, tail)
         item = stage("mp_prefetch", num_workers=chosen.num_workers)
         return IterDataset(factory, seed=self._seed, stages=(*self._stages, item))
