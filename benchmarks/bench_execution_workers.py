@@ -24,7 +24,7 @@ from ._timing import median_seconds
 
 SMALL = 400_000
 ARRAY_BYTES = 2 * 2**20
-ARRAYS = 48
+ARRAYS = 384
 IMAGES = 4096
 
 
@@ -72,7 +72,7 @@ class SmallElements:
 
 
 class LargeArrays:
-    """48 arrays of 2 MiB made in 2 workers -> batch(8) (MB/s and ratio to memcpy)."""
+    """384 arrays of 2 MiB made in 2 workers -> batch(8) (MB/s and ratio to memcpy)."""
 
     timer = timeit.default_timer
     number = 1

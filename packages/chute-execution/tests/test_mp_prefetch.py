@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import chute
+import chute_execution.testing
 from chute_execution import (
     ChunkPlan,
     MultiprocessingOptions,
@@ -143,3 +144,52 @@ def test_the_plan_runs_chunks_with_origins():
     single = list(MultiprocessPrefetchIter(plan, MultiprocessingOptions(0)))
     assert [x for chunk in outputs for x in chunk] == single
     assert np.all(np.asarray(single) % 2 == 1)
+
+
+def _segments():
+    from chute_sources._shm import SHM_PREFIX, shm_dir
+
+    return {name for name in os.listdir(shm_dir()) if name.startswith(SHM_PREFIX)}
+
+
+def _wait_for_no_new_segments(before, seconds=5.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and _segments() - before:
+        time.sleep(0.05)
+    return _segments() - before
+
+
+def _arrays():
+    return chute.MapDataset.range(64).to_iter_dataset().map(chute_execution.testing.FullArray(4096))
+
+
+def test_arrays_come_back_equal_and_writable_through_shared_memory():
+    expected = list(_arrays())
+    before = _segments()
+    got = list(_arrays().mp_prefetch(MultiprocessingOptions(num_workers=2), chunk_size=5))
+    assert_trees_equal(got, expected)
+    assert all(array.flags.writeable for array in got)
+    assert _wait_for_no_new_segments(before) == set()
+
+
+@pytest.mark.parametrize("how", ["exception", "killed worker", "garbage collected", "closed early"])
+def test_no_shared_memory_is_left_behind(how):
+    import gc
+
+    before = _segments()
+    ds = _arrays()
+    if how == "exception":
+        ds = ds.map(chute_execution.testing.FailOnSum(40 * 4096))
+    if how == "killed worker":
+        ds = ds.map(chute_execution.testing.KillWorkerOnSum(40 * 4096))
+    it = iter(ds.mp_prefetch(MultiprocessingOptions(num_workers=2), chunk_size=5))
+    if how in ("exception", "killed worker"):
+        with pytest.raises((ValueError, WorkerDiedError)):
+            list(it)
+    else:
+        next(it)
+    if how == "closed early":
+        it.close()
+    del it
+    gc.collect()
+    assert _wait_for_no_new_segments(before) == set()

@@ -11,16 +11,20 @@ restores with any number of workers, re-running at most one chunk.
 from __future__ import annotations
 
 import collections
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from chute_samplers import IterNode
 from chute_sources import ChuteError, InvalidStateError, IteratorState
+from chute_sources._shm import reclaim_orphaned_segments
 
 from ._chunk_plan import ChunkPlan, ChunkResult
 from ._mp_options import MultiprocessingOptions
+from ._transport_codec import SlabMessage
+from ._transport_reader import SlabReader
 from ._worker import WorkerFailure
-from ._worker_pool import WorkerPool
+from ._worker_pool import WorkerDiedError, WorkerPool
 
 __all__ = ["MultiprocessPrefetchIter", "WorkerError"]
 
@@ -38,6 +42,26 @@ class WorkerError(ChuteError, RuntimeError):
     """
 
 
+class _Resources:
+    """The worker pool and the slab reader, released together (also at GC)."""
+
+    def __init__(self) -> None:
+        self.pool: WorkerPool | None = None
+        self.reader: SlabReader | None = None
+
+    def release(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+        if self.reader is not None:
+            # Workers unlink their slabs when they exit; a killed one cannot: unlink what
+            # we saw of it, and reclaim what it made but never sent (it is reaped now).
+            self.reader.unlink_all_seen()
+            self.reader.close()
+            self.reader = None
+            reclaim_orphaned_segments()
+
+
 class MultiprocessPrefetchIter(IterNode[Any]):
     """Runs a `ChunkPlan` on worker processes and yields its outputs in order.
 
@@ -45,8 +69,10 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         plan: the chunked pipeline (pickled once for the workers).
         options: workers and how many chunks each may work ahead.
         worker_init_fn: called as `fn(worker_index, num_workers)` in each worker first.
-        decode: turns a worker's payload back into a `ChunkResult` (transport).
-        encode: the worker-side inverse of `decode` (picklable), or None.
+
+    Results come back through each worker's shared-memory slabs: array bytes are never
+    pickled, and the consumer makes one copy of them (into memory the user owns)
+    before the slab is reused.
 
     Example:
         >>> from chute_transforms import MapIter
@@ -63,15 +89,12 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         plan: ChunkPlan,
         options: MultiprocessingOptions,
         worker_init_fn: Callable[[int, int], Any] | None = None,
-        *,
-        encode: Callable[[Any], Any] | None = None,
-        decode: Callable[[Any], ChunkResult] | None = None,
     ) -> None:
         self._plan = plan
         self._options = options
         self._init_fn = worker_init_fn
-        self._encode, self._decode = encode, decode
-        self._pool: WorkerPool | None = None
+        self._resources = _Resources()
+        self._finalizer = weakref.finalize(self, self._resources.release)
         self._chunk = 0
         self._offset = 0
         self._outputs: list[Any] | None = None
@@ -137,12 +160,20 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         if workers == 0:
             return self._plan.run(chunk)
         pool = self._ensure_pool()
+        try:
+            return self._receive(pool, chunk)
+        except WorkerDiedError:
+            self.close()
+            raise
+
+    def _receive(self, pool: WorkerPool, chunk: int) -> ChunkResult:
+        workers = self._options.num_workers
         ahead = workers * self._options.per_worker_buffer_size
         if self._next_submit <= chunk:
             self._next_submit = chunk  # After a restore, start at the wanted chunk.
         while self._next_submit < min(chunk + ahead, self._plan.num_chunks):
             target = self._next_submit
-            pool.send(target % workers, (self._generation, target))
+            pool.send(target % workers, ("task", self._generation, target))
             self._in_flight[target % workers].append((self._generation, target))
             self._next_submit += 1
         worker = chunk % workers
@@ -153,6 +184,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
             if kind == "error" and got_chunk < 0:  # The worker could not start.
                 self.close()
                 raise self._rebuild(payload)
+            result = self._read(worker, payload) if kind == "ok" else None
             if generation != self._generation or sent_generation != self._generation:
                 continue  # Work from before a restore: discard.
             if got_chunk != chunk:
@@ -162,7 +194,19 @@ class MultiprocessPrefetchIter(IterNode[Any]):
             if kind == "error":
                 self._restart()
                 raise self._rebuild(payload)
-            return payload if self._decode is None else self._decode(payload)
+            assert result is not None
+            return result
+
+    def _read(self, worker: int, message: SlabMessage) -> ChunkResult:
+        """Copies a result out of the worker's slab and tells the worker it is free."""
+        pool, reader = self._resources.pool, self._resources.reader
+        assert pool is not None and reader is not None
+        try:
+            result: ChunkResult = reader.read(message)
+        finally:
+            if message.token is not None:
+                pool.send(worker, ("release", message.token))
+        return result
 
     def _rebuild(self, failure: WorkerFailure) -> BaseException:
         size = self._plan.chunk_size
@@ -180,11 +224,14 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         return error
 
     def _ensure_pool(self) -> WorkerPool:
-        if self._pool is None or self._pool.closed:
-            self._pool = WorkerPool(self._plan, self._options, self._init_fn, self._encode)
+        resources = self._resources
+        if resources.pool is None or resources.pool.closed:
+            resources.release()
+            resources.pool = WorkerPool(self._plan, self._options, self._init_fn)
+            resources.reader = SlabReader()
             self._in_flight = [collections.deque() for _ in range(self._options.num_workers)]
             self._next_submit = self._chunk
-        return self._pool
+        return resources.pool
 
     def _restart(self) -> None:
         """Forgets work in flight (its answers will be discarded) and resubmits lazily."""
@@ -193,9 +240,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
 
     def close(self) -> None:
         """Stops the worker processes (also done at exhaustion and garbage collection)."""
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        self._resources.release()
 
     def __repr__(self) -> str:
         return (

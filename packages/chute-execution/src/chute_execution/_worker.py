@@ -1,7 +1,8 @@
 """The worker process: runs chunks of a `ChunkPlan` and sends their outputs back.
 
-A worker receives the pickled plan once, then task messages `(generation, chunk)` on
-its connection, and answers each with `("ok", generation, chunk, payload)` or
+A worker receives the pickled plan once, then task messages `("task", generation,
+chunk)` on its connection, and answers each with `("ok", generation, chunk, message)`
+(a `SlabMessage`: the arrays are in the worker's shared-memory slabs) or
 `("error", generation, chunk, details)`. It never imports jax (nothing here does), and
 it ignores SIGINT so that Ctrl-C reaches only the consumer, which shuts workers down.
 When the consumer's end of the connection closes (the consumer exited or was killed),
@@ -10,6 +11,7 @@ When the consumer's end of the connection closes (the consumer exited or was kil
 
 from __future__ import annotations
 
+import collections
 import pickle
 import signal
 import sys
@@ -17,6 +19,8 @@ import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
+
+from ._transport_writer import SlabWriter
 
 __all__ = ["WorkerFailure", "worker_main"]
 
@@ -53,9 +57,15 @@ def worker_main(
     plan_bytes: bytes,
     init_fn: Callable[[int, int], Any] | None,
     num_workers: int,
-    encode: Callable[[Any], Any] | None = None,
+    num_slabs: int,
 ) -> None:
-    """The body of worker process `worker` (a spawn target: module-level, importable)."""
+    """The body of worker process `worker` (a spawn target: module-level, importable).
+
+    Results travel through this worker's shared-memory slabs (`SlabWriter`): array
+    bytes are copied there, and only a small message goes through the connection. The
+    consumer sends `("task", generation, chunk)`, `("release", token)` when it has
+    read a result, and `None` to stop.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         if init_fn is not None:
@@ -64,26 +74,49 @@ def worker_main(
     except BaseException as error:
         connection.send(("error", -1, -1, WorkerFailure(error, -1, worker)))
         return
-    while True:
-        try:
-            task = connection.recv()
-        except (EOFError, OSError):
-            break  # The consumer is gone.
-        if task is None:
-            break
-        generation, chunk = task
-        try:
-            result = plan.run(chunk)
-            payload = result if encode is None else encode(result)
-        except BaseException as error:
+    tasks: collections.deque[tuple[int, int]] = collections.deque()
+    stop = False
+
+    def handle(message: Any) -> None:
+        nonlocal stop
+        if message is None:
+            stop = True
+        elif message[0] == "release":
+            writer.release(message[1])
+        else:
+            tasks.append((message[1], message[2]))
+
+    def wait_for_release(seconds: float) -> None:
+        if connection.poll(seconds):
             try:
-                connection.send(("error", generation, chunk, WorkerFailure(error, chunk, worker)))
+                handle(connection.recv())
+            except (EOFError, OSError):
+                raise BrokenPipeError("the consumer is gone") from None
+            if stop:
+                raise BrokenPipeError("the consumer asked to stop")
+
+    writer = SlabWriter(num_slabs, wait_for_release=wait_for_release)
+    try:
+        while not stop:
+            if not tasks:
+                try:
+                    handle(connection.recv())
+                except (EOFError, OSError):
+                    break  # The consumer is gone.
+                continue
+            generation, chunk = tasks.popleft()
+            message: tuple[str, int, int, Any]
+            try:
+                message = ("ok", generation, chunk, writer.write(plan.run(chunk)))
+            except BrokenPipeError:
+                break
+            except BaseException as error:
+                message = ("error", generation, chunk, WorkerFailure(error, chunk, worker))
+            try:
+                connection.send(message)
             except (EOFError, OSError):
                 break
-            continue
-        try:
-            connection.send(("ok", generation, chunk, payload))
-        except (EOFError, OSError):
-            break
-    connection.close()
-    sys.stdout.flush()
+    finally:
+        writer.close()
+        connection.close()
+        sys.stdout.flush()

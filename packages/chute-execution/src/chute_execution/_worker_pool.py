@@ -110,7 +110,6 @@ class WorkerPool:
         plan: Any,
         options: MultiprocessingOptions,
         init_fn: Callable[[int, int], Any] | None = None,
-        encode: Callable[[Any], Any] | None = None,
     ) -> None:
         try:
             plan_bytes = pickle.dumps(plan)
@@ -127,9 +126,16 @@ class WorkerPool:
         try:
             for worker in range(self.num_workers):
                 ours, theirs = context.Pipe(duplex=True)
-                process = context.Process(  # type: ignore[attr-defined]
+                process = context.Process(
                     target=worker_main,
-                    args=(worker, theirs, plan_bytes, init_fn, self.num_workers, encode),
+                    args=(
+                        worker,
+                        theirs,
+                        plan_bytes,
+                        init_fn,
+                        self.num_workers,
+                        options.per_worker_buffer_size + 1,
+                    ),
                     name=f"chute-worker-{worker}",
                     daemon=True,
                 )

@@ -15,7 +15,17 @@ import numpy as np
 
 from chute_transforms import RandomMapTransform
 
-__all__ = ["AddNoise", "FailAt", "KillWorkerAt", "Remainder", "Repeat", "SleepAt"]
+__all__ = [
+    "AddNoise",
+    "FailAt",
+    "FailOnSum",
+    "FullArray",
+    "KillWorkerAt",
+    "KillWorkerOnSum",
+    "Remainder",
+    "Repeat",
+    "SleepAt",
+]
 
 
 class FailAt:
@@ -119,3 +129,56 @@ class AddNoise(RandomMapTransform[Any, float]):
     def random_map(self, element: Any, rng: np.random.Generator) -> float:
         """The element plus a uniform draw in [0, 1)."""
         return float(element) + float(rng.random())
+
+
+class FullArray:
+    """A map from an int to an int64 array of `size` copies of it.
+
+    Example:
+        >>> FullArray(3)(7)
+        array([7, 7, 7])
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __call__(self, element: int) -> np.ndarray[Any, np.dtype[np.int64]]:
+        """The array."""
+        return np.full(self.size, element, dtype=np.int64)
+
+
+class FailOnSum:
+    """A map over arrays that raises `ValueError` when an array sums to `total`.
+
+    Example:
+        >>> FailOnSum(5)(np.arange(3)).tolist()
+        [0, 1, 2]
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+
+    def __call__(self, array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """Returns `array`, or raises if it sums to the total."""
+        if int(array.sum()) == self.total:
+            raise ValueError(f"array sums to {self.total}")
+        return array
+
+
+class KillWorkerOnSum:
+    """A map over arrays that SIGKILLs its (worker) process when an array sums to `total`.
+
+    Example:
+        >>> KillWorkerOnSum(5)(np.arange(3)).tolist()
+        [0, 1, 2]
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.parent = os.getpid()
+
+    def __call__(self, array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """Returns `array`, or kills this worker if it sums to the total."""
+        if int(array.sum()) == self.total and os.getpid() != self.parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return array

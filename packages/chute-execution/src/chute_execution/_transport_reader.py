@@ -1,0 +1,123 @@
+"""`SlabReader`: the consumer's side of the shared-memory transport (see `_transport`)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from ._transport_codec import SlabMessage, loads
+from ._transport_slab import Slab, slab_path, unlink_quietly
+
+__all__ = ["SlabReader"]
+
+
+class SlabReader:
+    """The consumer's side: reads `SlabMessage`s from any number of writers.
+
+    `read` maps each slab once (and keeps it mapped while its writer uses it), copies
+    every array's bytes out once into fresh memory, and unpickles. The arrays it returns
+    are writable and share memory with neither the slab nor each other, so the slab can
+    be released as soon as `read` returns. The small arrays of one message (under 16 KiB
+    each) are copied as one block and share its allocation, each in its own bytes.
+    `read` may be called from several threads at once.
+
+    `read` unpickles, which can run any code the stream names: give it only messages
+    from this program's own worker processes, never bytes from a file or the network.
+
+    When a writer's process ends, `forget_process` unmaps its slabs (and unlinks them if
+    the process was killed and could not).
+
+    Example:
+        >>> import numpy as np
+        >>> from chute_execution._transport import SlabWriter
+        >>> with SlabWriter(num_slabs=1) as writer, SlabReader() as reader:
+        ...     message = writer.write([np.arange(3), "text"])
+        ...     batch = reader.read(message)
+        ...     writer.release(message.token)
+        >>> batch
+        [array([0, 1, 2]), 'text']
+    """
+
+    def __init__(self) -> None:
+        self._slabs: dict[tuple[str, int], Slab] = {}  # (writer, slot) -> its current slab
+        self._seen: dict[str, set[str]] = {}  # writer -> paths of every slab seen
+        self._lock = threading.Lock()
+
+    def read(self, message: SlabMessage) -> Any:
+        """Rebuilds the object of `message`; its slab may be released right after.
+
+        Raises:
+            SharedMemoryError: the slab is gone (its writer exited or closed).
+        """
+        if not message.spans:
+            return loads(message.data)
+        source = self._attach(message).array if message.slab else np.empty(0, np.uint8)
+        block = np.empty(message.packed, np.uint8)
+        if message.packed:
+            np.copyto(block, source[: message.packed])
+        buffers: list[np.ndarray[Any, np.dtype[np.uint8]]] = []
+        for offset, size in message.spans:
+            if offset + size <= message.packed:
+                buffers.append(block[offset : offset + size])
+            else:
+                buffers.append(source[offset : offset + size].copy())
+        del source
+        return loads(message.data, buffers)
+
+    def forget_process(self, pid: int, *, unlink: bool = True) -> list[str]:
+        """Unmaps the slabs of writers in process `pid`, which has exited or died.
+
+        Args:
+            pid: the writer process's id.
+            unlink: also unlink those slabs (a killed process could not).
+
+        Returns:
+            The names of the slabs unlinked.
+        """
+        prefix = f"{pid}-"
+        with self._lock:
+            keys = [key for key in self._slabs if key[0].startswith(prefix)]
+            slabs = [self._slabs.pop(key) for key in keys]
+            writers = [writer for writer in self._seen if writer.startswith(prefix)]
+            paths = set().union(*(self._seen.pop(writer) for writer in writers))
+        for slab in slabs:
+            slab.close()
+        return sorted(os.path.basename(p) for p in paths if unlink and unlink_quietly(p))
+
+    def unlink_all_seen(self) -> list[str]:
+        """Unlinks every slab this reader has seen; for after every writer has stopped."""
+        with self._lock:
+            paths = set().union(*self._seen.values())
+        return sorted(os.path.basename(p) for p in paths if unlink_quietly(p))
+
+    def close(self) -> None:
+        """Unmaps every slab (arrays already read stay valid: they are copies)."""
+        with self._lock:
+            slabs, self._slabs = list(self._slabs.values()), {}
+        for slab in slabs:
+            slab.close()
+
+    def __enter__(self) -> SlabReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _attach(self, message: SlabMessage) -> Slab:
+        key = (message.writer, message.slot)
+        slab = self._slabs.get(key)
+        if slab is not None and slab.name == message.slab:
+            return slab
+        with self._lock:
+            slab = self._slabs.get(key)
+            if slab is not None and slab.name == message.slab:
+                return slab
+            self._seen.setdefault(message.writer, set()).add(str(slab_path(message.slab)))
+            new = Slab.attach(message.slab, message.slab_size)
+            self._slabs[key] = new
+        if slab is not None:  # The writer replaced this slot's slab by a larger one.
+            slab.close()
+        return new

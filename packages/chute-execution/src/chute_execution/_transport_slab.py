@@ -1,0 +1,143 @@
+"""One shared-memory slab: a segment file of fixed size, mapped once and reused.
+
+The writer creates a slab with every page reserved up front (`posix_fallocate`), so a
+full `/dev/shm` fails here, as a `SharedMemoryError`, and never later as a `SIGBUS` on a
+write into the mapping (tmpfs would otherwise hand out pages lazily). Both sides map the
+whole slab once with its pages pre-faulted (`MAP_POPULATE`), so a reused slab costs no
+page faults. A slab's name and size never change: a larger one is a new segment.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chute_sources import SharedMemoryError
+from chute_sources._shm import SHM_PREFIX, create_segment_file, no_space_error, shm_dir
+
+__all__ = ["Slab", "slab_path", "unlink_quietly"]
+
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+_ZEROS = bytes(1 << 20)
+
+
+def slab_path(name: str) -> Path:
+    """The path of the slab `name`; refuses names that are not chute segments."""
+    if not name.startswith(SHM_PREFIX) or "/" in name or name in (".", ".."):
+        raise SharedMemoryError(f"{name!r} is not the name of a chute shared-memory slab")
+    return shm_dir() / name
+
+
+def unlink_quietly(path: str) -> bool:
+    """Unlinks `path`; returns False if it was already gone."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _reserve(fd: int, size: int) -> None:
+    """Gives the file `size` bytes of storage that exist now, not at first write."""
+    if hasattr(os, "posix_fallocate"):
+        try:
+            os.posix_fallocate(fd, 0, size)
+            return
+        except OSError as error:
+            if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise
+    os.ftruncate(fd, size)
+    for offset in range(0, size, len(_ZEROS)):  # Writing zeros allocates every page.
+        os.pwrite(fd, _ZEROS[: min(len(_ZEROS), size - offset)], offset)
+
+
+class Slab:
+    """A mapped segment and a `uint8` array over all of it.
+
+    Use `Slab.create` in the writer (owner) and `Slab.attach` in the reader.
+
+    Example:
+        >>> slab = Slab.create(4096)
+        >>> slab.array[:3] = [1, 2, 3]
+        >>> copy = Slab.attach(slab.name, 4096)
+        >>> copy.array[:4].tolist(), copy.array.flags.writeable
+        ([1, 2, 3, 0], False)
+        >>> copy.close(); slab.close(); unlink_quietly(slab.path)
+        True
+    """
+
+    def __init__(self, path: str, size: int, mapping: mmap.mmap) -> None:
+        self.path = path
+        self.size = size
+        self._mapping: mmap.mmap | None = mapping
+        self.array: np.ndarray[Any, np.dtype[np.uint8]] = np.frombuffer(mapping, np.uint8)
+
+    @property
+    def name(self) -> str:
+        """The segment's file name."""
+        return os.path.basename(self.path)
+
+    @classmethod
+    def create(cls, size: int) -> Slab:
+        """A new owner-only segment of `size` bytes, all reserved, mapped read-write.
+
+        Raises:
+            SharedMemoryError: the segment cannot be created (e.g. `/dev/shm` is full).
+        """
+        path, fd = create_segment_file("slab")
+        try:
+            try:
+                _reserve(fd, size)
+            except OSError as error:
+                raise no_space_error(path, size, error) from error
+            mapping = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _POPULATE)
+        except BaseException:
+            unlink_quietly(str(path))
+            raise
+        finally:
+            os.close(fd)
+        return cls(str(path), size, mapping)
+
+    @classmethod
+    def attach(cls, name: str, size: int) -> Slab:
+        """Maps an existing slab read-only.
+
+        Raises:
+            SharedMemoryError: the slab is gone or smaller than `size`.
+        """
+        path = slab_path(name)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise SharedMemoryError(
+                f"the shared-memory slab {path} is gone: the worker process that wrote it "
+                "exited or closed its writer before the message was read."
+            ) from None
+        except OSError as error:
+            raise SharedMemoryError(f"cannot open shared-memory slab {path}: {error}") from error
+        try:
+            found = os.fstat(fd).st_size
+            if found < size:
+                raise SharedMemoryError(
+                    f"the shared-memory slab {path} has {found} bytes, the message says "
+                    f"{size}: it is not the slab the message was written to."
+                )
+            mapping = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ)
+        finally:
+            os.close(fd)
+        return cls(str(path), size, mapping)
+
+    def close(self) -> None:
+        """Unmaps the slab (once nothing else uses the mapping); does not unlink it."""
+        mapping, self._mapping = self._mapping, None
+        self.array = np.empty(0, np.uint8)
+        if mapping is not None:
+            try:
+                mapping.close()
+            except BufferError:
+                pass  # A copy in flight still holds a view; the mapping goes with it.

@@ -1,0 +1,261 @@
+"""`SlabWriter`: the worker's side of the shared-memory transport (see `_transport`)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import secrets
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from multiprocessing.util import Finalize
+
+import numpy as np
+
+from ._checks import check_count
+from ._transport_codec import SlabMessage, dumps, layout
+from ._transport_slab import Slab, unlink_quietly
+
+__all__ = ["DEFAULT_SLAB_SIZE", "SlabWriter"]
+
+DEFAULT_SLAB_SIZE = 4 * 2**20
+"""Bytes of a slab when first created; it grows to fit larger messages."""
+
+_POLL = 0.05  # Seconds between checks that the consumer lives while waiting for a slab.
+_PAGE = 4096
+_MEMCPY_IN_NUMPY = 2**16  # Copies of this many bytes or more are worth numpy's overhead.
+
+
+def _unlink_all(paths: set[str], owner_pid: int) -> None:
+    """The writer's finalizer; a forked copy of the writer must not unlink its parent's."""
+    if os.getpid() == owner_pid:
+        for path in list(paths):
+            unlink_quietly(path)
+        paths.clear()
+
+
+def _parent_alive() -> Callable[[], bool] | None:
+    parent = multiprocessing.parent_process()
+    return None if parent is None else parent.is_alive
+
+
+class SlabWriter:
+    """The worker's side: writes objects into a pool of reusable shared-memory slabs.
+
+    Each `write` takes a free slab, copies the bytes of the object's arrays into it and
+    returns a `SlabMessage` for the consumer; the slab stays busy until `release` is
+    called with the message's token. A slab too small for a message is replaced by a
+    larger one (a new segment), so a write never runs past a slab's end; slabs are
+    created when first needed and never shrink. `write` and `release` may be called from
+    different threads.
+
+    The slabs are owner-only files in `/dev/shm`, unlinked by `close()`, when the writer
+    is garbage collected, and at the exit of the process (also of a worker started by
+    fork or forkserver); a copy of the writer in a forked child never unlinks them.
+
+    Args:
+        num_slabs: how many messages may be in flight (written, not yet released).
+        initial_size: bytes of a slab when first created.
+        wait_for_release: called with a number of seconds while every slab is busy;
+            it should wait up to that long for release notices, call `release` for each,
+            and raise if the consumer is gone. Without it, `write` waits for `release`
+            to be called by another thread.
+        consumer_alive: checked while waiting; `write` raises `BrokenPipeError` when it
+            returns False. Defaults to "the parent process lives" in a child process.
+
+    Example:
+        >>> from chute_execution._transport import SlabReader
+        >>> writer, reader = SlabWriter(num_slabs=2), SlabReader()
+        >>> message = writer.write({"image": np.ones((2, 2), np.uint8), "label": 7})
+        >>> reader.read(message)
+        {'image': array([[1, 1],
+               [1, 1]], dtype=uint8), 'label': 7}
+        >>> writer.release(message.token)
+        >>> reader.close()
+        >>> writer.close()
+    """
+
+    def __init__(
+        self,
+        num_slabs: int,
+        initial_size: int = DEFAULT_SLAB_SIZE,
+        *,
+        wait_for_release: Callable[[float], object] | None = None,
+        consumer_alive: Callable[[], bool] | None = None,
+    ) -> None:
+        self._num_slabs = check_count(num_slabs, "num_slabs", "SlabWriter", minimum=1)
+        self._initial_size = check_count(initial_size, "initial_size", "SlabWriter", minimum=1)
+        self._wait_for_release = wait_for_release
+        self._consumer_alive = consumer_alive or _parent_alive()
+        self._id = f"{os.getpid()}-{secrets.token_hex(4)}"
+        self._slabs: list[Slab | None] = [None] * self._num_slabs
+        self._free = list(range(self._num_slabs))
+        self._busy: dict[int, int] = {}  # token -> slot
+        self._next_token = 0
+        self._closed = False
+        self._condition = threading.Condition()
+        self._paths: set[str] = set()
+        self._finalizer = weakref.finalize(self, _unlink_all, self._paths, os.getpid())
+        # Children started by fork or forkserver leave through os._exit, not atexit.
+        Finalize(self, self._finalizer, exitpriority=0)
+
+    @property
+    def id(self) -> str:
+        """The writer's id in its messages: `"<pid>-<random hex>"`."""
+        return self._id
+
+    @property
+    def num_slabs(self) -> int:
+        """How many messages may be in flight."""
+        return self._num_slabs
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of shared memory the slabs hold now."""
+        return sum(slab.size for slab in self._slabs if slab is not None)
+
+    def write(self, obj: object, timeout: float | None = None) -> SlabMessage:
+        """Pickles `obj` with its arrays' bytes in a free slab; returns the message.
+
+        Args:
+            obj: any picklable object, typically a list of elements or a batch.
+            timeout: seconds to wait for a free slab; None waits as long as the
+                consumer lives.
+
+        Raises:
+            TimeoutError: no slab was released within `timeout`.
+            BrokenPipeError: the consumer is gone.
+            SharedMemoryError: a slab cannot be created (e.g. `/dev/shm` is full).
+            ValueError: the writer is closed.
+        """
+        data, buffers = dumps(obj)
+        views = [buffer.raw() for buffer in buffers]
+        spans, packed, needed = layout([view.nbytes for view in views])
+        if needed == 0:  # No array bytes: nothing to hold in shared memory.
+            return SlabMessage(data, tuple(spans), 0, "", 0, self._id, -1, None)
+        slot = self._acquire(needed, timeout)
+        try:
+            slab = self._slab_for(slot, needed)
+            target, raw_target = slab.array, slab.array.data
+            for view, (offset, size) in zip(views, spans, strict=True):
+                if size < _MEMCPY_IN_NUMPY:
+                    raw_target[offset : offset + size] = view
+                else:  # Releases the GIL for other threads of the worker.
+                    np.copyto(target[offset : offset + size], np.frombuffer(view, np.uint8))
+            del raw_target
+        except BaseException:
+            self._give_back(slot)
+            raise
+        with self._condition:
+            if self._closed:  # Closed by another thread meanwhile: the slab may be new.
+                slab.close()
+                unlink_quietly(slab.path)
+                raise ValueError("SlabWriter.write: the writer was closed during the write.")
+            token, self._next_token = self._next_token, self._next_token + 1
+            self._busy[token] = slot
+        return SlabMessage(data, tuple(spans), packed, slab.name, slab.size, self._id, slot, token)
+
+    def release(self, token: int | None) -> None:
+        """Frees the slab of the message with `token`; the consumer has read it.
+
+        A token of None (a message without a slab) frees nothing.
+
+        Raises:
+            ValueError: `token` is not one of a message in flight.
+        """
+        if token is None:
+            return
+        with self._condition:
+            if self._closed:
+                return  # A late notice after close: nothing to free.
+            slot = self._busy.pop(token, None)
+            if slot is None:
+                raise ValueError(
+                    f"SlabWriter.release: token {token!r} is not the token of a message in "
+                    f"flight (in flight: {sorted(self._busy)}); release each message once."
+                )
+            self._free.append(slot)
+            self._condition.notify()
+
+    def close(self) -> None:
+        """Unlinks every slab; a consumer that already mapped one can still read it."""
+        with self._condition:
+            self._closed = True
+            self._busy.clear()
+            self._free.clear()
+            self._condition.notify_all()
+            slabs, self._slabs = self._slabs, [None] * self._num_slabs
+        for slab in slabs:
+            if slab is not None:
+                slab.close()
+        self._finalizer()
+
+    def __enter__(self) -> SlabWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"SlabWriter(num_slabs={self._num_slabs}, id={self._id!r}, "
+            f"nbytes={self.nbytes}, in_flight={len(self._busy)})"
+        )
+
+    def _acquire(self, needed: int, timeout: float | None) -> int:
+        """Takes a free slot, preferring the smallest slab that fits `needed` bytes."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._condition:
+                if self._closed:
+                    raise ValueError("SlabWriter.write: the writer is closed.")
+                if self._free:
+                    return self._take(needed)
+                pause = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
+                if pause > 0 and self._wait_for_release is None:
+                    self._condition.wait(pause)
+            if pause > 0 and self._wait_for_release is not None:
+                self._wait_for_release(pause)
+            with self._condition:
+                if self._free or self._closed:
+                    continue
+            if self._consumer_alive is not None and not self._consumer_alive():
+                raise BrokenPipeError(f"{self!r}: the consumer is gone; no slab will be released.")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"{self!r}: no slab was released within {timeout} s; the consumer "
+                    "must call release(message.token) for each message it has read."
+                )
+
+    def _take(self, needed: int) -> int:
+        def rank(slot: int) -> tuple[int, int]:
+            slab = self._slabs[slot]
+            size = 0 if slab is None else slab.size
+            return (0, size) if size >= needed else (1, size)  # Fits and smallest first.
+
+        slot = min(self._free, key=rank)
+        self._free.remove(slot)
+        return slot
+
+    def _give_back(self, slot: int) -> None:
+        with self._condition:
+            if not self._closed:
+                self._free.append(slot)
+                self._condition.notify()
+
+    def _slab_for(self, slot: int, needed: int) -> Slab:
+        """The slab of `slot`, replaced by a new, larger one if it is smaller than `needed`."""
+        old = self._slabs[slot]
+        if old is not None and old.size >= needed:
+            return old
+        size = self._initial_size if old is None else 2 * old.size
+        size = -(-max(size, needed) // _PAGE) * _PAGE
+        slab = Slab.create(size)  # Before retiring the old one: this may fail.
+        self._paths.add(slab.path)
+        self._slabs[slot] = slab
+        if old is not None:
+            old.close()
+            unlink_quietly(old.path)
+            self._paths.discard(old.path)
+        return slab
