@@ -23,6 +23,7 @@ Example:
 from ._chunk_plan import ChunkPlan as ChunkPlan
 from ._chunk_plan import ChunkResult as ChunkResult
 from ._data_loader import DataLoader as DataLoader
+from ._mp_batch import MultiprocessBatchIter as MultiprocessBatchIter
 from ._mp_options import MultiprocessingOptions as MultiprocessingOptions
 from ._mp_prefetch import MultiprocessPrefetchIter as MultiprocessPrefetchIter
 from ._mp_prefetch import WorkerError as WorkerError
@@ -35,6 +36,7 @@ __all__ = [
     "ChunkPlan",
     "ChunkResult",
     "DataLoader",
+    "MultiprocessBatchIter",
     "MultiprocessPrefetchIter",
     "MultiprocessingOptions",
     "PrefetchReadIter",

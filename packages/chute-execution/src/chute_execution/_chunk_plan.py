@@ -18,6 +18,7 @@ import numpy as np
 
 from chute_samplers import IterNode, fetch
 from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
+from chute_transforms import batch_elements
 
 from ._checks import check_count, check_dataset
 
@@ -26,8 +27,9 @@ __all__ = ["ChunkPlan", "ChunkResult", "StreamOp"]
 StreamOp = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 """An elementwise stream op: `(op_class, args, kwargs)`, applied as `op(parent, *a, **k)`."""
 
-ChunkResult = tuple[list[Any], list[tuple[int, ...] | None]]
-"""The outputs of one chunk, in order, and the origin of each."""
+ChunkResult = tuple[Any, list[tuple[int, ...] | None]]
+"""The outputs of one chunk (a list, or with `stack` one batch of them, None if there
+are none), and the origin of each output."""
 
 
 _READERS: dict[int, ThreadPoolExecutor] = {}
@@ -95,6 +97,8 @@ class ChunkPlan:
         ops: elementwise stream ops applied to the base, innermost first.
         chunk_size: base positions per chunk (fixed: it does not depend on workers).
         read_threads: threads that read a chunk's records in parallel (0 or 1: one).
+        stack: return a chunk's outputs stacked into one batch (`batch_elements`), so a
+            worker builds batches and the consumer only slices and joins them.
 
     Example:
         >>> from chute_transforms import FilterIter, MapIter
@@ -108,6 +112,7 @@ class ChunkPlan:
     ops: tuple[StreamOp, ...] | list[StreamOp] = ()
     chunk_size: int = 64
     read_threads: int = 0
+    stack: bool = False
 
     def __post_init__(self) -> None:
         check_dataset(self.dataset, "ChunkPlan")
@@ -141,4 +146,6 @@ class ChunkPlan:
         for element, origin in self.iterate(chunk):
             outputs.append(element)
             origins.append(origin)
+        if self.stack:
+            return (batch_elements(outputs) if outputs else None), origins
         return outputs, origins

@@ -28,6 +28,9 @@ from ._batch import Mask as Mask
 from ._batch import batch_elements as batch_elements
 from ._batch_iter import BatchIter as BatchIter
 from ._batch_iter import UnbatchIter as UnbatchIter
+from ._batch_slices import batch_rows as batch_rows
+from ._batch_slices import concat_batches as concat_batches
+from ._batch_slices import slice_batch as slice_batch
 from ._batch_tree import pad_batch as pad_batch
 from ._batch_tree import unbatch_elements as unbatch_elements
 from ._concat_split import ConcatSplitIter as ConcatSplitIter
@@ -90,6 +93,9 @@ __all__ = [
     "as_map_with_index_fn",
     "as_random_map_fn",
     "batch_elements",
+    "batch_rows",
+    "concat_batches",
     "pad_batch",
+    "slice_batch",
     "unbatch_elements",
 ]

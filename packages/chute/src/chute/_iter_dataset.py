@@ -10,6 +10,7 @@ import numpy as np
 
 from chute_execution import (
     ChunkPlan,
+    MultiprocessBatchIter,
     MultiprocessingOptions,
     MultiprocessPrefetchIter,
     PrefetchReadIter,
@@ -91,8 +92,23 @@ class _MultiprocessFactory:
         self.plan, self.options, self.init_fn, self.tail = plan, options, init_fn, tuple(tail)
 
     def __call__(self) -> CheckpointableIterator[Any]:
-        iterator: Any = MultiprocessPrefetchIter(self.plan, self.options, self.init_fn)
-        for op, args, kwargs in self.tail:
+        tail = self.tail
+        iterator: Any
+        if tail and tail[0][0] is BatchIter and tail[0][2].get("batch_fn") is None:
+            # The workers stack their chunks; this process only slices out batches.
+            _, (batch_size,), options = tail[0]
+            iterator = MultiprocessBatchIter(
+                self.plan,
+                self.options,
+                batch_size,
+                drop_remainder=options.get("drop_remainder", False),
+                pad=options.get("pad", False),
+                worker_init_fn=self.init_fn,
+            )
+            tail = tail[1:]
+        else:
+            iterator = MultiprocessPrefetchIter(self.plan, self.options, self.init_fn)
+        for op, args, kwargs in tail:
             iterator = op(iterator, *args, **kwargs)
         result: CheckpointableIterator[Any] = iterator
         return result

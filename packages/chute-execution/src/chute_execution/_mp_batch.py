@@ -1,0 +1,134 @@
+"""`MultiprocessBatchIter`: workers stack their chunks; the consumer slices out batches.
+
+The batches equal `BatchIter` over `MultiprocessPrefetchIter` of the same plan (the
+elements of each batch, its dtypes, remainder and padding), and so do the states:
+`{"parent": {"chunk": c, "offset": k}}` at the start of the next batch. But the
+stacking runs in the workers, and a batch that lies within one chunk reaches the
+consumer without any copy beyond the one out of shared memory (a batch across chunks
+costs one `np.concatenate`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from chute_samplers import IterNode
+from chute_sources import InvalidStateError, IteratorState
+from chute_transforms import batch_rows, concat_batches, pad_batch, slice_batch
+
+from ._checks import check_count
+from ._chunk_plan import ChunkPlan
+from ._mp_options import MultiprocessingOptions
+from ._mp_prefetch import MultiprocessPrefetchIter
+
+__all__ = ["MultiprocessBatchIter"]
+
+
+class MultiprocessBatchIter(IterNode[Any]):
+    """Batches of `batch_size` outputs of a plan whose chunks the workers stack.
+
+    Args:
+        plan: the chunked pipeline; its `stack` is set here.
+        options: the workers.
+        batch_size: outputs per batch.
+        drop_remainder: leave out a last short batch.
+        pad: pad a short batch with zeros; every batch is then a `(batch, mask)` pair.
+        worker_init_fn: called as `fn(worker_index, num_workers)` in each worker.
+
+    Example:
+        >>> plan = ChunkPlan(range(7), chunk_size=3)
+        >>> it = MultiprocessBatchIter(plan, MultiprocessingOptions(0), batch_size=2)
+        >>> [batch.tolist() for batch in it]
+        [[0, 1], [2, 3], [4, 5], [6]]
+    """
+
+    def __init__(
+        self,
+        plan: ChunkPlan,
+        options: MultiprocessingOptions,
+        batch_size: int,
+        *,
+        drop_remainder: bool = False,
+        pad: bool = False,
+        worker_init_fn: Callable[[int, int], Any] | None = None,
+    ) -> None:
+        self._size = check_count(batch_size, "batch_size", "MultiprocessBatchIter", minimum=1)
+        if drop_remainder and pad:
+            raise ValueError("MultiprocessBatchIter: drop_remainder and pad contradict.")
+        self._drop_remainder, self._pad = drop_remainder, pad
+        self._chunks = MultiprocessPrefetchIter(
+            dataclasses.replace(plan, stack=True), options, worker_init_fn
+        )
+        self._num_chunks = plan.num_chunks
+        self._chunk, self._offset = 0, 0
+        self._cached: tuple[int, Any, int, list[Any]] | None = None
+        self._last_origin: Any = None
+
+    def _load(self, chunk: int) -> tuple[Any, int, list[Any]]:
+        if self._cached is None or self._cached[0] != chunk:
+            stacked, origins = self._chunks._result(chunk)
+            rows = 0 if stacked is None else batch_rows(stacked)
+            self._cached = (chunk, stacked, rows, origins)
+        return self._cached[1], self._cached[2], self._cached[3]
+
+    def __next__(self) -> Any:
+        chunk, offset = self._chunk, self._offset
+        pieces: list[Any] = []
+        first_origin = None
+        need = self._size
+        while need and chunk < self._num_chunks:
+            stacked, rows, origins = self._load(chunk)
+            if offset > rows:
+                raise InvalidStateError(
+                    f"the state's offset {offset} is past the {rows} outputs of chunk {chunk}"
+                )
+            take = min(need, rows - offset)
+            if take:
+                if not pieces:
+                    first_origin = origins[offset]
+                pieces.append(slice_batch(stacked, offset, offset + take))
+                offset += take
+                need -= take
+            if offset == rows:
+                chunk, offset = chunk + 1, 0
+        if not pieces or (need and self._drop_remainder):
+            self._chunk, self._offset = chunk, offset
+            self._chunks.close()
+            raise StopIteration
+        self._chunk, self._offset = chunk, offset
+        self._last_origin = first_origin
+        batch = pieces[0] if len(pieces) == 1 else concat_batches(pieces)
+        if not self._pad:
+            return batch
+        if need:
+            return pad_batch(batch, self._size)
+        return batch, np.ones(self._size, np.bool_)
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        return self._last_origin  # type: ignore[no-any-return]
+
+    def get_state(self) -> IteratorState:
+        return {"parent": {"chunk": self._chunk, "offset": self._offset}}
+
+    def set_state(self, state: IteratorState, /) -> None:
+        parent = state.get("parent") if isinstance(state, dict) else None
+        if not isinstance(parent, dict) or set(state) != {"parent"}:
+            raise InvalidStateError(
+                f"{self!r}: a state is {{'parent': {{'chunk': c, 'offset': k}}}}, got {state!r}."
+            )
+        self._chunks.set_state(parent)  # Validates, and forgets work in flight.
+        chunk, offset = parent["chunk"], parent["offset"]
+        assert isinstance(chunk, int) and isinstance(offset, int)
+        self._chunk, self._offset, self._cached = chunk, offset, None
+
+    def close(self) -> None:
+        """Stops the worker processes (also done at exhaustion and garbage collection)."""
+        self._chunks.close()
+
+    def __repr__(self) -> str:
+        return f"MultiprocessBatchIter(batch_size={self._size}, {self._chunks!r})"
