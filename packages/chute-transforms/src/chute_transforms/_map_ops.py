@@ -29,7 +29,15 @@ from chute_sources import DROPPED, RandomAccessDataSource
 from ._adapters import as_filter_fn, as_map_fn, as_map_with_index_fn, as_random_map_fn
 from ._stage_errors import annotate
 
-__all__ = ["FilterMap", "FilterWarning", "MapMap", "MapWithIndexMap", "RandomMapMap", "fn_name"]
+__all__ = [
+    "FilterMap",
+    "FilterWarning",
+    "MapMap",
+    "MapWithIndexMap",
+    "RandomMapMap",
+    "fn_name",
+    "may_drop",
+]
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -41,6 +49,28 @@ def fn_name(fn: object) -> str:
     return name if isinstance(name, str) else type(fn).__name__
 
 
+def may_drop(dataset: object) -> bool:
+    """Whether positions of `dataset` may hold `DROPPED` (a filter or flat map upstream).
+
+    Nodes keep their parents in `_parent` / `_parents`; plain sources never drop. A
+    node of your own that answers `DROPPED` must set `_may_drop = True`.
+
+    Example:
+        >>> may_drop(range(3)), may_drop(FilterMap(range(3), bool))
+        (False, True)
+    """
+    cached = getattr(dataset, "_may_drop", None)
+    if isinstance(cached, bool):
+        return cached
+    if isinstance(dataset, FilterMap) or type(dataset).__name__ == "FlatMapMap":
+        return True
+    parents = list(getattr(dataset, "_parents", ()))
+    parent = getattr(dataset, "_parent", None)
+    if parent is not None:
+        parents.append(parent)
+    return any(may_drop(p) for p in parents)
+
+
 class _ElementOp(MapNode[U]):
     """Shared plumbing: the parent, its length and epochs, and error notes."""
 
@@ -49,6 +79,8 @@ class _ElementOp(MapNode[U]):
     def __init__(self, parent: RandomAccessDataSource[Any], fn: object) -> None:
         self._parent = parent
         self._fn_shown = fn_name(fn)
+        self._parent_may_drop = may_drop(parent)
+        self._may_drop = self._parent_may_drop
 
     @property
     def parent(self) -> RandomAccessDataSource[Any]:
@@ -88,11 +120,17 @@ class MapMap(_ElementOp[U]):
         self._fn = as_map_fn(fn)
 
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[U]:
-        fn, out = self._fn, []
+        fn = self._fn
+        out: list[U] = []
         elements = fetch(self._parent, positions, epochs)  # Read errors are not this op's.
+        append = out.append
         try:
-            for element in elements:
-                out.append(DROPPED if element is DROPPED else fn(element))
+            if self._parent_may_drop:
+                for element in elements:
+                    append(DROPPED if element is DROPPED else fn(element))
+            else:  # The hot path: no element can be DROPPED.
+                for element in elements:
+                    append(fn(element))
         except Exception as error:
             self._fail(error, positions, len(out))
             raise
@@ -209,6 +247,7 @@ class FilterMap(_ElementOp[T]):
         self, parent: RandomAccessDataSource[T], predicate: Callable[[T], Any] | Any
     ) -> None:
         super().__init__(parent, predicate)
+        self._may_drop = True
         self._predicate = as_filter_fn(predicate)
         self._seen = 0
         self._dropped = 0

@@ -47,6 +47,7 @@ class FlatMapMap(_ElementOp[Any]):
         max_fan_out: int | None = None,
     ) -> None:
         super().__init__(parent, fn)
+        self._may_drop = True
         self._fn, declared = as_flat_map_fn(fn)
         fan_out = max_fan_out if max_fan_out is not None else declared
         if fan_out is None:
