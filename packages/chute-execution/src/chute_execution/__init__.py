@@ -20,6 +20,8 @@ Example:
     {'position': 1}
 """
 
+from ._autotune import PerformanceConfig as PerformanceConfig
+from ._autotune import pick_performance_config as pick_performance_config
 from ._chunk_plan import ChunkPlan as ChunkPlan
 from ._chunk_plan import ChunkResult as ChunkResult
 from ._data_loader import DataLoader as DataLoader
@@ -39,9 +41,11 @@ __all__ = [
     "MultiprocessBatchIter",
     "MultiprocessPrefetchIter",
     "MultiprocessingOptions",
+    "PerformanceConfig",
     "PrefetchReadIter",
     "ReadOptions",
     "ThreadPrefetchIter",
     "WorkerDiedError",
     "WorkerError",
+    "pick_performance_config",
 ]

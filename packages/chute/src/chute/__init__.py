@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from chute_execution import DataLoader as DataLoader
 from chute_execution import MultiprocessingOptions as MultiprocessingOptions
+from chute_execution import PerformanceConfig as PerformanceConfig
 from chute_execution import ReadOptions as ReadOptions
 from chute_execution import WorkerDiedError as WorkerDiedError
 from chute_execution import WorkerError as WorkerError
+from chute_execution import pick_performance_config as pick_performance_config
 from chute_samplers import IndexSampler as IndexSampler
 from chute_samplers import NoSharding as NoSharding
 from chute_samplers import ShardOptions as ShardOptions
@@ -48,6 +50,7 @@ from chute_transforms import MapWithIndexTransform as MapWithIndexTransform
 from chute_transforms import RandomMapTransform as RandomMapTransform
 from chute_transforms import batch_elements as batch_elements
 
+from . import experimental as experimental
 from ._iter_dataset import IterDataset as IterDataset
 from ._map_dataset import MapDataset as MapDataset
 from ._version import __version__ as __version__
@@ -72,6 +75,7 @@ _LAZY = {
     "FileInstruction",
     "ParquetSource",
     "ParquetStream",
+    "PerformanceConfig",
     "write_array_record",
     "ArrayRecordDataSource",
 }
@@ -112,6 +116,7 @@ __all__ = [
     "NumpySource",
     "ParquetSource",
     "ParquetStream",
+    "PerformanceConfig",
     "RandomAccessDataSource",
     "RandomMapTransform",
     "RangeDataSource",
@@ -132,5 +137,7 @@ __all__ = [
     "batch_elements",
     "decode_record",
     "encode_record",
+    "experimental",
+    "pick_performance_config",
     "write_array_record",
 ]
