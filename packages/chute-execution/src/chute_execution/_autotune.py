@@ -33,6 +33,11 @@ class PerformanceConfig:
             the count: pipelines read in chunks, so single `next` calls vary widely).
         bytes_per_element: NumPy bytes in one element (what buffers hold).
         elements_measured: how many elements the measurement read.
+
+    Example:
+        >>> config = pick_performance_config(range(10), ram_budget_mb=8)
+        >>> config.elements_measured, config.multiprocessing_options.num_workers
+        (10, 0)
     """
 
     read_options: ReadOptions

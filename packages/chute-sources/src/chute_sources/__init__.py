@@ -72,11 +72,11 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DROPPED",
     "ArrayRecordSource",
     "CheckpointableIterator",
     "ChuteError",
     "CorruptRecordError",
+    "DROPPED",
     "Decoder",
     "FileInstruction",
     "InvalidStateError",

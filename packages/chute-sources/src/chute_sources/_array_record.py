@@ -37,6 +37,10 @@ class FileInstruction:
         skip: records skipped at the start of the file.
         take: records used after `skip` (-1: all the rest).
         examples_in_shard: the number of records in the whole file.
+
+    Example:
+        >>> FileInstruction("train.array_record", skip=10, take=5, examples_in_shard=100)
+        FileInstruction(filename='train.array_record', skip=10, take=5, examples_in_shard=100)
     """
 
     filename: str

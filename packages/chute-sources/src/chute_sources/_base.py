@@ -22,6 +22,15 @@ class Source(Generic[T]):
     Subclasses implement `__len__`, `_read(index)` for one in-range key and, when a
     batched read is cheaper, `_read_many(indices)`. This class checks keys, raises after
     `close()`, and provides the context manager.
+
+    Example:
+        >>> class Squares(Source[int]):
+        ...     def __len__(self) -> int:
+        ...         return 4
+        ...     def _read(self, index: int) -> int:
+        ...         return index * index
+        >>> Squares()[-1], Squares().__getitems__([1, 2])
+        (9, [1, 4])
     """
 
     _closed: bool = False

@@ -153,7 +153,12 @@ def encode_record(record: Any) -> bytes:
 
 
 def is_encoded_record(data: BytesLike) -> bool:
-    """Tells whether `data` starts with the codec's magic bytes."""
+    """Tells whether `data` starts with the codec's magic bytes.
+
+    Example:
+        >>> is_encoded_record(encode_record(1)), is_encoded_record(b"raw")
+        (True, False)
+    """
     return bytes(memoryview(data)[: len(MAGIC)]) == MAGIC
 
 

@@ -22,40 +22,112 @@ __all__ = [
 
 
 class ChuteError(Exception):
-    """Base class of every error chute raises on purpose."""
+    """Base class of every error chute raises on purpose.
+
+    Example:
+        >>> issubclass(RecordIndexError, ChuteError)
+        True
+    """
 
 
 class RecordIndexError(ChuteError, IndexError):
-    """A record key outside `[-len(source), len(source))`."""
+    """A record key outside `[-len(source), len(source))`.
+
+    Example:
+        >>> from chute_sources import RangeSource
+        >>> try:
+        ...     RangeSource(3)[5]
+        ... except RecordIndexError as error:
+        ...     print(type(error).__name__, isinstance(error, IndexError))
+        RecordIndexError True
+    """
 
 
 class RecordKeyTypeError(ChuteError, TypeError):
-    """A record key that is not an integer (floats, strings, ...)."""
+    """A record key that is not an integer (floats, strings, ...).
+
+    Example:
+        >>> issubclass(RecordKeyTypeError, TypeError)
+        True
+    """
 
 
 class SourceFileError(ChuteError, OSError):
-    """A data file that exists but cannot be used: wrong format, corrupt or truncated."""
+    """A data file that exists but cannot be used: wrong format, corrupt or truncated.
+
+    Example:
+        >>> issubclass(SourceFileError, OSError)
+        True
+    """
 
 
 class SourceFileNotFoundError(SourceFileError, FileNotFoundError):
-    """A path or glob that names no file."""
+    """A path or glob that names no file.
+
+    Example:
+        >>> from chute_sources import ArrayRecordSource
+        >>> try:
+        ...     ArrayRecordSource("/no/such/file.array_record")
+        ... except FileNotFoundError as error:
+        ...     print(type(error).__name__)
+        SourceFileNotFoundError
+    """
 
 
 class CorruptRecordError(ChuteError, ValueError):
-    """A record whose bytes do not decode (truncated, corrupt, or not chute's codec)."""
+    """A record whose bytes do not decode (truncated, corrupt, or not chute's codec).
+
+    Example:
+        >>> from chute_sources import decode_record
+        >>> try:
+        ...     decode_record(b"not a record")
+        ... except CorruptRecordError:
+        ...     print("corrupt")
+        corrupt
+    """
 
 
 class RecordCodecError(ChuteError, TypeError):
-    """A value the record codec cannot encode (object arrays, unsupported types, ...)."""
+    """A value the record codec cannot encode (object arrays, unsupported types, ...).
+
+    Example:
+        >>> from chute_sources import encode_record
+        >>> try:
+        ...     encode_record({"when": object()})
+        ... except RecordCodecError as error:
+        ...     print(str(error).split(":")[0])
+        record['when']
+    """
 
 
 class InvalidStateError(ChuteError, ValueError):
-    """An iterator state that does not belong to this iterator or is malformed."""
+    """An iterator state that does not belong to this iterator or is malformed.
+
+    Example:
+        >>> issubclass(InvalidStateError, ValueError)
+        True
+    """
 
 
 class SourceClosedError(ChuteError, ValueError):
-    """A read from a source after `close()`."""
+    """A read from a source after `close()`.
+
+    Example:
+        >>> from chute_sources import RangeSource
+        >>> source = RangeSource(3)
+        >>> source.close()
+        >>> try:
+        ...     source[0]
+        ... except SourceClosedError:
+        ...     print("closed")
+        closed
+    """
 
 
 class SharedMemoryError(ChuteError, OSError):
-    """Shared memory that cannot be created or attached (e.g. `/dev/shm` is full)."""
+    """Shared memory that cannot be created or attached (e.g. `/dev/shm` is full).
+
+    Example:
+        >>> issubclass(SharedMemoryError, OSError)
+        True
+    """

@@ -56,7 +56,13 @@ class RandomAccessDataSource(Protocol[T_co]):
 
 @runtime_checkable
 class SupportsGetItems(Protocol[T_co]):
-    """A source that reads many records in one call (faster than one call per key)."""
+    """A source that reads many records in one call (faster than one call per key).
+
+    Example:
+        >>> from chute_sources import RangeSource
+        >>> isinstance(RangeSource(3), SupportsGetItems), isinstance([1], SupportsGetItems)
+        (True, False)
+    """
 
     def __getitems__(self, record_keys: Sequence[int], /) -> Sequence[T_co]:
         """Returns the records for `record_keys`, in the same order."""
@@ -70,6 +76,11 @@ class CheckpointableIterator(Protocol[T_co]):
     Contract: after `it2.set_state(it1.get_state())`, `it2` yields exactly what `it1`
     yields from that point on, whatever `it2` had done before. `get_state` is cheap and
     never waits for background work.
+
+    Example:
+        >>> from chute_samplers import SequentialIter
+        >>> isinstance(SequentialIter([1, 2]), CheckpointableIterator)
+        True
     """
 
     def __iter__(self) -> CheckpointableIterator[T_co]:

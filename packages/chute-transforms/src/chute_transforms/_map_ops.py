@@ -223,7 +223,12 @@ class RandomMapMap(_ElementOp[U]):
 
 
 class FilterWarning(UserWarning):
-    """A filter dropped more than 90% of the elements it saw (after 1000 elements)."""
+    """A filter dropped more than 90% of the elements it saw (after 1000 elements).
+
+    Example:
+        >>> issubclass(FilterWarning, UserWarning)
+        True
+    """
 
 
 class FilterMap(_ElementOp[T]):

@@ -92,8 +92,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DROPPED",
-    "DataLoader",
     "ArrayRecordDataSource",
     "ArrayRecordSource",
     "BatchError",
@@ -101,6 +99,8 @@ __all__ = [
     "CheckpointableIterator",
     "ChuteError",
     "CorruptRecordError",
+    "DROPPED",
+    "DataLoader",
     "FileInstruction",
     "FilterTransform",
     "FlatMapTransform",

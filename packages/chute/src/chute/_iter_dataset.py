@@ -9,17 +9,12 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 import numpy as np
 
 from chute_execution import (
-    ChunkPlan,
-    MultiprocessBatchIter,
     MultiprocessingOptions,
-    MultiprocessPrefetchIter,
-    PrefetchReadIter,
-    ReadOptions,
     ThreadPrefetchIter,
 )
 from chute_execution._worker_pool import warm_up
-from chute_samplers import InterleaveIter, IterNode, MixIter, SequentialIter, WindowShuffleIter
-from chute_sources import CheckpointableIterator, RandomAccessDataSource
+from chute_samplers import IterNode, WindowShuffleIter
+from chute_sources import CheckpointableIterator
 from chute_transforms import (
     BatchFn,
     BatchIter,
@@ -36,120 +31,23 @@ from chute_transforms import (
     UnbatchIter,
 )
 
+from ._factories import (
+    EmptyIterator,
+    Factory,
+    InterleaveFactory,
+    MixFactory,
+    MultiprocessFactory,
+    OpFactory,
+    split_for_workers,
+)
 from ._pipeline import Stage, derive_seed, random_stage_count, render, stage
 
-__all__ = ["IterDataset", "SequentialFactory"]
+__all__ = ["IterDataset"]
 
 T = TypeVar("T")
 U = TypeVar("U")
 P = ParamSpec("P")
 R = TypeVar("R")
-
-Factory = Callable[[], CheckpointableIterator[Any]]
-"""Builds a fresh iterator at the start of the stream (picklable, for workers)."""
-
-
-class SequentialFactory:
-    """Builds an iterator reading a random-access dataset in order (threads optional)."""
-
-    def __init__(
-        self, node: RandomAccessDataSource[Any], read_options: ReadOptions | None = None
-    ) -> None:
-        self.node = node
-        self.read_options = read_options
-
-    def __call__(self) -> CheckpointableIterator[Any]:
-        if self.read_options is None:
-            return SequentialIter(self.node)
-        return PrefetchReadIter(self.node, self.read_options)
-
-
-class _OpFactory:
-    """Builds `op(parent(), *args, **kwargs)`: one stream op over a fresh parent."""
-
-    def __init__(self, parent: Factory, op: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        self.parent, self.op, self.args, self.kwargs = parent, op, args, kwargs
-
-    def __call__(self) -> CheckpointableIterator[Any]:
-        result: CheckpointableIterator[Any] = self.op(self.parent(), *self.args, **self.kwargs)
-        return result
-
-
-_ELEMENTWISE = frozenset({MapIter, FilterIter, FlatMapIter, RandomMapIter})
-"""Stream ops whose outputs for a chunk of base positions do not depend on other chunks."""
-
-
-class _MultiprocessFactory:
-    """Builds the chunked part on workers, then the rest of the pipeline in this process."""
-
-    def __init__(
-        self,
-        plan: ChunkPlan,
-        options: MultiprocessingOptions,
-        init_fn: Callable[[int, int], Any] | None,
-        tail: Sequence[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]],
-    ) -> None:
-        self.plan, self.options, self.init_fn, self.tail = plan, options, init_fn, tuple(tail)
-
-    def __call__(self) -> CheckpointableIterator[Any]:
-        tail = self.tail
-        iterator: Any
-        if tail and tail[0][0] is BatchIter and tail[0][2].get("batch_fn") is None:
-            # The workers stack their chunks; this process only slices out batches.
-            _, (batch_size,), options = tail[0]
-            iterator = MultiprocessBatchIter(
-                self.plan,
-                self.options,
-                batch_size,
-                drop_remainder=options.get("drop_remainder", False),
-                pad=options.get("pad", False),
-                worker_init_fn=self.init_fn,
-            )
-            tail = tail[1:]
-        else:
-            iterator = MultiprocessPrefetchIter(self.plan, self.options, self.init_fn)
-        for op, args, kwargs in tail:
-            iterator = op(iterator, *args, **kwargs)
-        result: CheckpointableIterator[Any] = iterator
-        return result
-
-
-def _split_for_workers(
-    factory: Factory, chunk_size: int
-) -> tuple[ChunkPlan, list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]]]:
-    """Cuts a pipeline into the chunked part (base + elementwise ops) and the rest."""
-    ops: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
-    while isinstance(factory, _OpFactory):
-        ops.append((factory.op, factory.args, factory.kwargs))
-        factory = factory.parent
-    if not isinstance(factory, SequentialFactory):
-        raise TypeError(
-            "mp_prefetch needs a pipeline that starts by reading a random-access dataset in "
-            "order (MapDataset...to_iter_dataset()), so that work can be cut into chunks of "
-            "positions whose outputs do not depend on the number of workers. Apply mix, "
-            "interleave or stream sources after mp_prefetch, or prefetch each component."
-        )
-    ops.reverse()
-    split = 0
-    while split < len(ops) and ops[split][0] in _ELEMENTWISE:
-        split += 1
-    return ChunkPlan(factory.node, ops[:split], chunk_size), ops[split:]
-
-
-class _MixFactory:
-    def __init__(self, parents: Sequence[Factory], weights: Sequence[float] | None) -> None:
-        self.parents, self.weights = tuple(parents), weights
-
-    def __call__(self) -> CheckpointableIterator[Any]:
-        return MixIter([make() for make in self.parents], self.weights)
-
-
-class _InterleaveFactory:
-    def __init__(self, parents: Sequence[Factory], cycle_length: int) -> None:
-        self.parents, self.cycle_length = tuple(parents), cycle_length
-
-    def __call__(self) -> CheckpointableIterator[Any]:
-        return InterleaveIter(list(self.parents), self.cycle_length)
 
 
 class IterDataset(Generic[T]):
@@ -206,7 +104,7 @@ class IterDataset(Generic[T]):
     def _then(
         self, op: Callable[..., Any], item: Stage, *args: Any, **kwargs: Any
     ) -> IterDataset[Any]:
-        factory = _OpFactory(self._factory, op, *args, **kwargs)
+        factory = OpFactory(self._factory, op, *args, **kwargs)
         return IterDataset(factory, seed=self._seed, stages=(*self._stages, item))
 
     def _stage_seed(self, seed: int | None, op: str) -> int:
@@ -319,7 +217,7 @@ class IterDataset(Generic[T]):
             [[0, 1], [2, 3], [4]]
         """
         BatchIter(
-            _EmptyIterator(), batch_size, drop_remainder=drop_remainder, pad=pad, batch_fn=batch_fn
+            EmptyIterator(), batch_size, drop_remainder=drop_remainder, pad=pad, batch_fn=batch_fn
         )
         params: dict[str, Any] = {"batch_size": batch_size, "drop_remainder": drop_remainder}
         if pad:
@@ -381,7 +279,7 @@ class IterDataset(Generic[T]):
         checked = [_as_iter_dataset(d) for d in datasets]
         shown = None if weights is None else list(weights)
         item = Stage("mix", (("weights", repr(shown)),), tuple(d._stages for d in checked))
-        return IterDataset(_MixFactory([d._factory for d in checked], weights), stages=(item,))
+        return IterDataset(MixFactory([d._factory for d in checked], weights), stages=(item,))
 
     @staticmethod
     def interleave(datasets: Sequence[IterDataset[Any]], cycle_length: int) -> IterDataset[Any]:
@@ -402,7 +300,7 @@ class IterDataset(Generic[T]):
         item = Stage(
             "interleave", (("cycle_length", repr(cycle_length)),), tuple(d._stages for d in checked)
         )
-        factory = _InterleaveFactory([d._factory for d in checked], cycle_length)
+        factory = InterleaveFactory([d._factory for d in checked], cycle_length)
         return IterDataset(factory, stages=(item,))
 
     def prefetch(self, buffer_size: int) -> IterDataset[T]:
@@ -450,10 +348,10 @@ class IterDataset(Generic[T]):
             [0, -1, -2, -3, -4, -5, -6, -7]
         """
         chosen = options if options is not None else MultiprocessingOptions()
-        plan, tail = _split_for_workers(self._factory, chunk_size)
+        plan, tail = split_for_workers(self._factory, chunk_size)
         if chosen.num_workers:
             warm_up(chosen.start_method)  # Workers will then start in milliseconds.
-        factory = _MultiprocessFactory(plan, chosen, worker_init_fn, tail)
+        factory = MultiprocessFactory(plan, chosen, worker_init_fn, tail)
         item = stage("mp_prefetch", num_workers=chosen.num_workers)
         return IterDataset(factory, seed=self._seed, stages=(*self._stages, item))
 
@@ -490,19 +388,3 @@ def _as_iter_dataset(dataset: Any) -> IterDataset[Any]:
         "expected an IterDataset, a MapDataset or a zero-argument callable making an "
         f"iterator, got {type(dataset).__name__}."
     )
-
-
-class _EmptyIterator:
-    """A stand-in parent used to validate options when a stage is declared."""
-
-    def __iter__(self) -> _EmptyIterator:
-        return self
-
-    def __next__(self) -> Any:
-        raise StopIteration
-
-    def get_state(self) -> dict[str, Any]:
-        return {}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        pass

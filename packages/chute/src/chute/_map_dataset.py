@@ -381,7 +381,8 @@ class MapDataset(Generic[T]):
             >>> next(it), it.get_state()
             (0, {'position': 1})
         """
-        from ._iter_dataset import IterDataset, SequentialFactory
+        from ._factories import SequentialFactory
+        from ._iter_dataset import IterDataset
 
         params = {} if read_options is None else {"read_options": read_options}
         return IterDataset(

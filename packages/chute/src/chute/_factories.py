@@ -1,0 +1,165 @@
+"""The picklable factories behind `IterDataset`: each builds a fresh iterator chain.
+
+Worker processes receive them pickled, so they hold classes, functions and arguments,
+never lambdas of ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+from chute_execution import (
+    ChunkPlan,
+    MultiprocessBatchIter,
+    MultiprocessingOptions,
+    MultiprocessPrefetchIter,
+    PrefetchReadIter,
+    ReadOptions,
+)
+from chute_samplers import InterleaveIter, MixIter, SequentialIter
+from chute_sources import CheckpointableIterator, RandomAccessDataSource
+from chute_transforms import (
+    BatchIter,
+    FilterIter,
+    FlatMapIter,
+    MapIter,
+    RandomMapIter,
+)
+
+__all__ = [
+    "EmptyIterator",
+    "Factory",
+    "InterleaveFactory",
+    "MixFactory",
+    "MultiprocessFactory",
+    "OpFactory",
+    "SequentialFactory",
+    "split_for_workers",
+]
+
+T = TypeVar("T")
+U = TypeVar("U")
+P = ParamSpec("P")
+R = TypeVar("R")
+Factory = Callable[[], CheckpointableIterator[Any]]
+"""Builds a fresh iterator at the start of the stream (picklable, for workers)."""
+
+
+class SequentialFactory:
+    """Builds an iterator reading a random-access dataset in order (threads optional)."""
+
+    def __init__(
+        self, node: RandomAccessDataSource[Any], read_options: ReadOptions | None = None
+    ) -> None:
+        self.node = node
+        self.read_options = read_options
+
+    def __call__(self) -> CheckpointableIterator[Any]:
+        if self.read_options is None:
+            return SequentialIter(self.node)
+        return PrefetchReadIter(self.node, self.read_options)
+
+
+class OpFactory:
+    """Builds `op(parent(), *args, **kwargs)`: one stream op over a fresh parent."""
+
+    def __init__(self, parent: Factory, op: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        self.parent, self.op, self.args, self.kwargs = parent, op, args, kwargs
+
+    def __call__(self) -> CheckpointableIterator[Any]:
+        result: CheckpointableIterator[Any] = self.op(self.parent(), *self.args, **self.kwargs)
+        return result
+
+
+_ELEMENTWISE = frozenset({MapIter, FilterIter, FlatMapIter, RandomMapIter})
+"""Stream ops whose outputs for a chunk of base positions do not depend on other chunks."""
+
+
+class MultiprocessFactory:
+    """Builds the chunked part on workers, then the rest of the pipeline in this process."""
+
+    def __init__(
+        self,
+        plan: ChunkPlan,
+        options: MultiprocessingOptions,
+        init_fn: Callable[[int, int], Any] | None,
+        tail: Sequence[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]],
+    ) -> None:
+        self.plan, self.options, self.init_fn, self.tail = plan, options, init_fn, tuple(tail)
+
+    def __call__(self) -> CheckpointableIterator[Any]:
+        tail = self.tail
+        iterator: Any
+        if tail and tail[0][0] is BatchIter and tail[0][2].get("batch_fn") is None:
+            # The workers stack their chunks; this process only slices out batches.
+            _, (batch_size,), options = tail[0]
+            iterator = MultiprocessBatchIter(
+                self.plan,
+                self.options,
+                batch_size,
+                drop_remainder=options.get("drop_remainder", False),
+                pad=options.get("pad", False),
+                worker_init_fn=self.init_fn,
+            )
+            tail = tail[1:]
+        else:
+            iterator = MultiprocessPrefetchIter(self.plan, self.options, self.init_fn)
+        for op, args, kwargs in tail:
+            iterator = op(iterator, *args, **kwargs)
+        result: CheckpointableIterator[Any] = iterator
+        return result
+
+
+def split_for_workers(
+    factory: Factory, chunk_size: int
+) -> tuple[ChunkPlan, list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]]]:
+    """Cuts a pipeline into the chunked part (base + elementwise ops) and the rest."""
+    ops: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
+    while isinstance(factory, OpFactory):
+        ops.append((factory.op, factory.args, factory.kwargs))
+        factory = factory.parent
+    if not isinstance(factory, SequentialFactory):
+        raise TypeError(
+            "mp_prefetch needs a pipeline that starts by reading a random-access dataset in "
+            "order (MapDataset...to_iter_dataset()), so that work can be cut into chunks of "
+            "positions whose outputs do not depend on the number of workers. Apply mix, "
+            "interleave or stream sources after mp_prefetch, or prefetch each component."
+        )
+    ops.reverse()
+    split = 0
+    while split < len(ops) and ops[split][0] in _ELEMENTWISE:
+        split += 1
+    return ChunkPlan(factory.node, ops[:split], chunk_size), ops[split:]
+
+
+class MixFactory:
+    def __init__(self, parents: Sequence[Factory], weights: Sequence[float] | None) -> None:
+        self.parents, self.weights = tuple(parents), weights
+
+    def __call__(self) -> CheckpointableIterator[Any]:
+        return MixIter([make() for make in self.parents], self.weights)
+
+
+class InterleaveFactory:
+    def __init__(self, parents: Sequence[Factory], cycle_length: int) -> None:
+        self.parents, self.cycle_length = tuple(parents), cycle_length
+
+    def __call__(self) -> CheckpointableIterator[Any]:
+        return InterleaveIter(list(self.parents), self.cycle_length)
+
+
+class EmptyIterator:
+    """A stand-in parent used to validate options when a stage is declared."""
+
+    def __iter__(self) -> EmptyIterator:
+        return self
+
+    def __next__(self) -> Any:
+        raise StopIteration
+
+    def get_state(self) -> dict[str, Any]:
+        return {}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        pass
