@@ -27,6 +27,8 @@ from chute_transforms import (
     RandomMapIter,
 )
 
+from ._stats import timed
+
 __all__ = [
     "EmptyIterator",
     "Factory",
@@ -57,8 +59,10 @@ class SequentialFactory:
 
     def __call__(self) -> CheckpointableIterator[Any]:
         if self.read_options is None:
-            return SequentialIter(self.node)
-        return PrefetchReadIter(self.node, self.read_options)
+            iterator: Any = SequentialIter(self.node)
+        else:
+            iterator = PrefetchReadIter(self.node, self.read_options)
+        return timed(iterator, "to_iter_dataset()")  # type: ignore[no-any-return]
 
 
 class OpFactory:
@@ -66,10 +70,11 @@ class OpFactory:
 
     def __init__(self, parent: Factory, op: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         self.parent, self.op, self.args, self.kwargs = parent, op, args, kwargs
+        self.name = getattr(op, "__name__", "stage")
 
     def __call__(self) -> CheckpointableIterator[Any]:
-        result: CheckpointableIterator[Any] = self.op(self.parent(), *self.args, **self.kwargs)
-        return result
+        result: Any = self.op(self.parent(), *self.args, **self.kwargs)
+        return timed(result, self.name)  # type: ignore[no-any-return]
 
 
 _ELEMENTWISE = frozenset({MapIter, FilterIter, FlatMapIter, RandomMapIter})
@@ -105,8 +110,9 @@ class MultiprocessFactory:
             tail = tail[1:]
         else:
             iterator = MultiprocessPrefetchIter(self.plan, self.options, self.init_fn)
+        iterator = timed(iterator, f"mp_prefetch(num_workers={self.options.num_workers})")
         for op, args, kwargs in tail:
-            iterator = op(iterator, *args, **kwargs)
+            iterator = timed(op(iterator, *args, **kwargs), getattr(op, "__name__", "stage"))
         result: CheckpointableIterator[Any] = iterator
         return result
 
@@ -138,7 +144,7 @@ class MixFactory:
         self.parents, self.weights = tuple(parents), weights
 
     def __call__(self) -> CheckpointableIterator[Any]:
-        return MixIter([make() for make in self.parents], self.weights)
+        return timed(MixIter([make() for make in self.parents], self.weights), "mix")  # type: ignore[no-any-return]
 
 
 class InterleaveFactory:
@@ -146,7 +152,8 @@ class InterleaveFactory:
         self.parents, self.cycle_length = tuple(parents), cycle_length
 
     def __call__(self) -> CheckpointableIterator[Any]:
-        return InterleaveIter(list(self.parents), self.cycle_length)
+        iterator = InterleaveIter(list(self.parents), self.cycle_length)
+        return timed(iterator, "interleave")  # type: ignore[no-any-return]
 
 
 class EmptyIterator:

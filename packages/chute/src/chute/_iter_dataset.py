@@ -41,6 +41,8 @@ from ._factories import (
     split_for_workers,
 )
 from ._pipeline import Stage, derive_seed, random_stage_count, render, stage
+from ._progress import ProgressIterator
+from ._stats import RECORDER, Recorder
 
 __all__ = ["IterDataset"]
 
@@ -105,6 +107,7 @@ class IterDataset(Generic[T]):
         self, op: Callable[..., Any], item: Stage, *args: Any, **kwargs: Any
     ) -> IterDataset[Any]:
         factory = OpFactory(self._factory, op, *args, **kwargs)
+        factory.name = item.line()
         return IterDataset(factory, seed=self._seed, stages=(*self._stages, item))
 
     def _stage_seed(self, seed: int | None, op: str) -> int:
@@ -361,9 +364,34 @@ class IterDataset(Generic[T]):
         """Returns `fn(self, *args, **kwargs)`, to keep a chain readable."""
         return fn(self, *args, **kwargs)
 
-    def __iter__(self) -> IterNode[T]:
-        iterator: Any = self._factory()
+    def iter(self, *, stats: bool = False, progress: bool = False) -> IterNode[T]:
+        """A new iterator; optionally with per-stage statistics and a progress bar.
+
+        Args:
+            stats: time each stage; `iterator.stats()` then returns, per stage, the
+                elements, its own time (not its inputs'), throughput and share of wall
+                time, and names the bottleneck. Costs about 0.2 us per stage and element.
+            progress: show a tqdm progress bar of elements produced.
+
+        Example:
+            >>> import chute
+            >>> it = chute.MapDataset.range(10).to_iter_dataset().iter(stats=True)
+            >>> _ = list(it)
+            >>> it.stats().stages[0].elements
+            10
+        """
+        recorder = Recorder() if stats else None
+        token = RECORDER.set(recorder)
+        try:
+            iterator: Any = self._factory()
+        finally:
+            RECORDER.reset(token)
+        if progress:
+            iterator = ProgressIterator(iterator)
         return iterator  # type: ignore[no-any-return]
+
+    def __iter__(self) -> IterNode[T]:
+        return self.iter()
 
     def __repr__(self) -> str:
         return render("IterDataset", self._stages)

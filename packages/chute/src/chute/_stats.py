@@ -1,0 +1,135 @@
+"""Per-stage statistics of a running pipeline: time, elements, share, bottleneck."""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import time
+from typing import Any
+
+__all__ = ["RECORDER", "Recorder", "StageStats", "Stats", "timed"]
+
+
+@dataclasses.dataclass
+class StageStats:
+    """What one stage did: elements produced and time spent in it (not in its inputs).
+
+    Example:
+        >>> StageStats("map(fn=f)", elements=10, seconds=0.5).throughput
+        20.0
+    """
+
+    name: str
+    elements: int = 0
+    seconds: float = 0.0
+
+    @property
+    def throughput(self) -> float:
+        """Elements per second of this stage's own time."""
+        return self.elements / self.seconds if self.seconds > 0 else float("inf")
+
+
+@dataclasses.dataclass(frozen=True)
+class Stats:
+    """Statistics of an iterator made with `ds.iter(stats=True)`.
+
+    `share` is each stage's own time over the wall time since the first element was
+    asked for; the stage with the largest share is the `bottleneck`. The time of the
+    consumer's own work between elements is not in any stage.
+
+    Example:
+        >>> import chute
+        >>> it = chute.MapDataset.range(100).to_iter_dataset().map(abs).iter(stats=True)
+        >>> _ = list(it)
+        >>> [stage.name for stage in it.stats().stages]
+        ['to_iter_dataset()', 'map(fn=abs)']
+    """
+
+    stages: tuple[StageStats, ...]
+    wall_seconds: float
+
+    def share(self, stage: StageStats) -> float:
+        """The stage's own time over the wall time."""
+        return stage.seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+    @property
+    def bottleneck(self) -> StageStats | None:
+        """The stage that took the most time, or None before the first element."""
+        return max(self.stages, key=lambda s: s.seconds, default=None)
+
+    def __str__(self) -> str:
+        lines = [f"{'stage':<40} {'elements':>10} {'seconds':>9} {'elem/s':>12} {'share':>6}"]
+        for stage in self.stages:
+            lines.append(
+                f"{stage.name[:40]:<40} {stage.elements:>10} {stage.seconds:>9.3f} "
+                f"{stage.throughput:>12,.0f} {self.share(stage):>6.0%}"
+            )
+        if self.bottleneck is not None:
+            lines.append(f"bottleneck: {self.bottleneck.name}")
+        return "\n".join(lines)
+
+
+class Recorder:
+    """Collects the stages' times; nested calls subtract their time from the caller's."""
+
+    def __init__(self) -> None:
+        self.stages: list[StageStats] = []
+        self.stack: list[float] = []
+        self.started: float | None = None
+
+    def stats(self) -> Stats:
+        """A snapshot of the statistics."""
+        wall = 0.0 if self.started is None else time.perf_counter() - self.started
+        copies = tuple(dataclasses.replace(stage) for stage in self.stages)
+        return Stats(copies, wall)
+
+
+RECORDER: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
+    "chute_stats_recorder", default=None
+)
+"""Set while `IterDataset.iter(stats=True)` builds the iterator chain."""
+
+
+class _Timed:
+    """A transparent proxy that times `next` of one stage's iterator."""
+
+    def __init__(self, inner: Any, stage: StageStats, recorder: Recorder) -> None:
+        self._inner, self._stage, self._recorder = inner, stage, recorder
+
+    def __iter__(self) -> _Timed:
+        return self
+
+    def __next__(self) -> Any:
+        recorder = self._recorder
+        stack = recorder.stack
+        if recorder.started is None:
+            recorder.started = time.perf_counter()
+        stack.append(0.0)
+        start = time.perf_counter()
+        try:
+            element = next(self._inner)
+        finally:
+            elapsed = time.perf_counter() - start
+            nested = stack.pop()
+            self._stage.seconds += elapsed - nested
+            if stack:
+                stack[-1] += elapsed
+        self._stage.elements += 1
+        return element
+
+    def stats(self) -> Stats:
+        """The statistics of the whole pipeline this iterator ends."""
+        return self._recorder.stats()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def timed(iterator: Any, name: str) -> Any:
+    """`iterator`, timed as stage `name` if statistics are being collected."""
+    recorder = RECORDER.get()
+    if recorder is None:
+        return iterator
+    stage = StageStats(name)
+    recorder.stages.append(stage)
+    return _Timed(iterator, stage, recorder)
