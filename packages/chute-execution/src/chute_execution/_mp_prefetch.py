@@ -11,6 +11,7 @@ restores with any number of workers, re-running at most one chunk.
 from __future__ import annotations
 
 import collections
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -48,17 +49,20 @@ class _Resources:
     def __init__(self) -> None:
         self.pool: WorkerPool | None = None
         self.reader: SlabReader | None = None
+        self.lock = threading.Lock()
 
     def release(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
-            self.pool = None
-        if self.reader is not None:
+        """Stops the workers and frees the slabs; safe from any thread, idempotent."""
+        with self.lock:
+            pool, self.pool = self.pool, None
+            reader, self.reader = self.reader, None
+        if pool is not None:
+            pool.close()
+        if reader is not None:
             # Workers unlink their slabs when they exit; a killed one cannot: unlink what
             # we saw of it, and reclaim what it made but never sent (it is reaped now).
-            self.reader.unlink_all_seen()
-            self.reader.close()
-            self.reader = None
+            reader.unlink_all_seen()
+            reader.close()
             reclaim_orphaned_segments()
 
 
@@ -178,29 +182,37 @@ class MultiprocessPrefetchIter(IterNode[Any]):
             self._next_submit += 1
         worker = chunk % workers
         while True:
-            sent_generation, sent_chunk = self._in_flight[worker].popleft()
+            _, sent_chunk = self._in_flight[worker][0]  # Popped only once answered.
             message = pool.receive(worker, f"while running chunk {sent_chunk}")
-            kind, generation, got_chunk, payload = message
-            if kind == "error" and got_chunk < 0:  # The worker could not start.
-                self.close()
-                raise self._rebuild(payload)
-            result = self._read(worker, payload) if kind == "ok" else None
-            if generation != self._generation or sent_generation != self._generation:
-                continue  # Work from before a restore: discard.
-            if got_chunk != chunk:
-                raise RuntimeError(
-                    f"chute: worker {worker} answered chunk {got_chunk}, not {chunk}"
-                )
-            if kind == "error":
+            sent_generation, _ = self._in_flight[worker].popleft()
+            try:
+                kind, generation, got_chunk, payload = message
+                if kind == "error" and got_chunk < 0:  # The worker could not start.
+                    self.close()
+                    raise self._rebuild(payload)
+                result = self._read(worker, payload) if kind == "ok" else None
+                if generation != self._generation or sent_generation != self._generation:
+                    continue  # Work from before a restore: discard.
+                if got_chunk != chunk:
+                    raise RuntimeError(
+                        f"chute: worker {worker} answered chunk {got_chunk}, not {chunk}"
+                    )
+                if kind == "error":
+                    self._restart()
+                    raise self._rebuild(payload)
+                assert result is not None
+                return result
+            except BaseException:
+                # Interrupted (Ctrl-C) or failed after the answer was taken: ask again
+                # from the current chunk; answers still on their way are discarded.
                 self._restart()
-                raise self._rebuild(payload)
-            assert result is not None
-            return result
+                raise
 
     def _read(self, worker: int, message: SlabMessage) -> ChunkResult:
         """Copies a result out of the worker's slab and tells the worker it is free."""
         pool, reader = self._resources.pool, self._resources.reader
-        assert pool is not None and reader is not None
+        if pool is None or reader is None:
+            raise ChuteError("the iterator was closed while it waited for a worker")
         try:
             result: ChunkResult = reader.read(message)
         finally:

@@ -12,9 +12,13 @@ When the consumer's end of the connection closes (the consumer exited or was kil
 from __future__ import annotations
 
 import collections
+import multiprocessing
+import multiprocessing.connection
+import os
 import pickle
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -49,6 +53,27 @@ class WorkerFailure:
         except Exception:
             return None
         return error
+
+
+def _watch_parent(writer: SlabWriter) -> None:
+    """Exits this worker as soon as the consumer dies, even mid-way through user code.
+
+    Between chunks a worker notices a closed connection by itself; a worker stuck in
+    a long transform would not, and would keep its shared memory. This thread waits on
+    the parent's sentinel, frees the slabs and exits.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        try:
+            writer.close()
+        finally:
+            os._exit(1)
+
+    threading.Thread(target=watch, name="chute-parent-watch", daemon=True).start()
 
 
 def worker_main(
@@ -96,6 +121,7 @@ def worker_main(
                 raise BrokenPipeError("the consumer asked to stop")
 
     writer = SlabWriter(num_slabs, wait_for_release=wait_for_release)
+    _watch_parent(writer)
     try:
         while not stop:
             if not tasks:
