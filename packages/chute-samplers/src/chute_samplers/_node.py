@@ -27,6 +27,7 @@ iteration skips it.
 
 from __future__ import annotations
 
+import abc
 import operator
 import sys
 from collections.abc import Iterator, Sequence
@@ -108,7 +109,7 @@ def node_epoch_length(dataset: RandomAccessDataSource[Any]) -> int:
     return len(dataset)
 
 
-class MapNode(Generic[T]):
+class MapNode(abc.ABC, Generic[T]):
     """Base class of random-access dataset nodes (shuffle, repeat, slice, shard, mix).
 
     Subclasses implement `__len__` and `get_many`; this class checks positions, turns
@@ -124,14 +125,16 @@ class MapNode(Generic[T]):
         ['a', 'b']
     """
 
+    @abc.abstractmethod
     def __len__(self) -> int:
-        raise NotImplementedError
+        """The number of positions."""
 
     @property
     def epoch_length(self) -> int:
         """Positions per epoch of this node: a shuffle above permutes each such block."""
         return len(self)
 
+    @abc.abstractmethod
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T]:
         """Returns the elements at in-range `positions`, read in outer `epochs`.
 
@@ -145,7 +148,6 @@ class MapNode(Generic[T]):
         Returns:
             The elements, in the order of `positions`.
         """
-        raise NotImplementedError
 
     def _check_positions(self, positions: Sequence[SupportsIndex] | npt.ArrayLike) -> PositionArray:
         length = len(self)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from typing import Any, Generic, Self, SupportsIndex, TypeVar
 
@@ -16,7 +17,7 @@ __all__ = ["Source"]
 T = TypeVar("T")
 
 
-class Source(Generic[T]):
+class Source(abc.ABC, Generic[T]):
     """Base class of chute's random-access sources.
 
     Subclasses implement `__len__`, `_read(index)` for one in-range key and, when a
@@ -35,11 +36,13 @@ class Source(Generic[T]):
 
     _closed: bool = False
 
+    @abc.abstractmethod
     def __len__(self) -> int:
-        raise NotImplementedError
+        """The number of records."""
 
+    @abc.abstractmethod
     def _read(self, index: int) -> T:
-        raise NotImplementedError
+        """The record at an in-range, non-negative `index`."""
 
     def _read_many(self, indices: Sequence[int]) -> list[T]:
         return [self._read(index) for index in indices]
