@@ -193,3 +193,25 @@ def test_no_shared_memory_is_left_behind(how):
     del it
     gc.collect()
     assert _wait_for_no_new_segments(before) == set()
+
+
+def test_a_stuck_worker_raises_after_the_timeout_and_leaves_nothing():
+    from chute_execution import WorkerTimeoutError
+    from chute_execution.testing import SleepAt
+
+    before = _segments()
+    ds = chute.MapDataset.range(40).to_iter_dataset().map(SleepAt(25, 3600))
+    options = MultiprocessingOptions(num_workers=2, worker_timeout=2.0)
+    it = iter(ds.mp_prefetch(options, chunk_size=10))
+    assert [next(it) for _ in range(20)] == list(range(20))
+    start = time.monotonic()
+    with pytest.raises(WorkerTimeoutError, match=r"worker 0 \(pid \d+\) took more than 2.0 s"):
+        next(it)
+    assert time.monotonic() - start < 2.0 + 5
+    assert it.get_state() == {"chunk": 2, "offset": 0}
+    assert _wait_for_no_new_segments(before) == set()
+
+
+def test_bad_worker_timeouts_are_refused():
+    with pytest.raises(ValueError, match="worker_timeout must be None or > 0"):
+        MultiprocessingOptions(num_workers=1, worker_timeout=0)

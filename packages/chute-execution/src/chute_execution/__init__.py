@@ -33,6 +33,7 @@ from ._prefetch_read import PrefetchReadIter as PrefetchReadIter
 from ._read_options import ReadOptions as ReadOptions
 from ._thread_prefetch import ThreadPrefetchIter as ThreadPrefetchIter
 from ._worker_pool import WorkerDiedError as WorkerDiedError
+from ._worker_pool import WorkerTimeoutError as WorkerTimeoutError
 
 __all__ = [
     "ChunkPlan",
@@ -47,5 +48,6 @@ __all__ = [
     "ThreadPrefetchIter",
     "WorkerDiedError",
     "WorkerError",
+    "WorkerTimeoutError",
     "pick_performance_config",
 ]

@@ -32,21 +32,33 @@ class MultiprocessingOptions:
             fresh server process that has imported chute once, so they start in
             milliseconds) or "spawn" (each worker is a new interpreter). Never "fork":
             forking a process that has loaded jax (multithreaded) can deadlock.
+        worker_timeout: seconds a worker may take for one chunk before it is counted
+            as stuck: the workers are stopped and `WorkerTimeoutError` is raised
+            (None: wait as long as it takes).
 
     Example:
-        >>> MultiprocessingOptions(num_workers=2, start_method="spawn")
-        MultiprocessingOptions(num_workers=2, per_worker_buffer_size=2, start_method='spawn')
+        >>> options = MultiprocessingOptions(num_workers=2, worker_timeout=60)
+        >>> options.num_workers, options.per_worker_buffer_size, options.worker_timeout
+        (2, 2, 60)
     """
 
     num_workers: int = 0
     per_worker_buffer_size: int = 2
     start_method: StartMethod = _DEFAULT_START
+    worker_timeout: float | None = None
 
     def __post_init__(self) -> None:
         owner = "MultiprocessingOptions"
         object.__setattr__(self, "num_workers", check_count(self.num_workers, "num_workers", owner))
         size = check_count(self.per_worker_buffer_size, "per_worker_buffer_size", owner, minimum=1)
         object.__setattr__(self, "per_worker_buffer_size", size)
+        timeout = self.worker_timeout
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+        ):
+            raise ValueError(
+                f"{owner}: worker_timeout must be None or > 0 seconds, got {timeout!r}."
+            )
         if self.start_method not in ("spawn", "forkserver"):
             raise ValueError(
                 f"{owner}: start_method must be 'spawn' or 'forkserver', got "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
+import time
 import weakref
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -15,7 +16,7 @@ from chute_sources import ChuteError
 from ._mp_options import MultiprocessingOptions
 from ._worker import worker_main
 
-__all__ = ["WorkerDiedError", "WorkerPool"]
+__all__ = ["WorkerDiedError", "WorkerPool", "WorkerTimeoutError"]
 
 _POLL_SECONDS = 0.05
 _PRELOAD = ["chute_execution._worker", "chute_transforms", "chute_samplers", "chute_sources"]
@@ -58,6 +59,15 @@ class WorkerDiedError(ChuteError, RuntimeError):
 
     Example:
         >>> issubclass(WorkerDiedError, RuntimeError)
+        True
+    """
+
+
+class WorkerTimeoutError(WorkerDiedError):
+    """A worker took longer than `worker_timeout` for one chunk; the workers were stopped.
+
+    Example:
+        >>> issubclass(WorkerTimeoutError, WorkerDiedError)
         True
     """
 
@@ -121,6 +131,7 @@ class WorkerPool:
             ) from error
         context = start_method_context(options.start_method)
         self.num_workers = options.num_workers
+        self.timeout = options.worker_timeout
         self.processes: list[BaseProcess] = []
         self.connections: list[Connection] = []
         try:
@@ -158,7 +169,16 @@ class WorkerPool:
     def receive(self, worker: int, doing: str) -> Any:
         """Waits for the next message of `worker`; raises `WorkerDiedError` if it died."""
         connection, process = self.connections[worker], self.processes[worker]
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
         while True:
+            if deadline is not None and time.monotonic() > deadline:
+                pid = process.pid
+                self.close()
+                raise WorkerTimeoutError(
+                    f"chute worker {worker} (pid {pid}) took more than {self.timeout} s "
+                    f"{doing}; it looks stuck (a transform that never returns?). The workers "
+                    "were stopped; the iterator can be restored from its last state."
+                )
             try:
                 if connection.poll(_POLL_SECONDS):
                     return connection.recv()

@@ -19,6 +19,7 @@ from chute_execution import PerformanceConfig as PerformanceConfig
 from chute_execution import ReadOptions as ReadOptions
 from chute_execution import WorkerDiedError as WorkerDiedError
 from chute_execution import WorkerError as WorkerError
+from chute_execution import WorkerTimeoutError as WorkerTimeoutError
 from chute_execution import pick_performance_config as pick_performance_config
 from chute_samplers import IndexSampler as IndexSampler
 from chute_samplers import NoSharding as NoSharding
@@ -133,6 +134,7 @@ __all__ = [
     "SourceFileNotFoundError",
     "WorkerDiedError",
     "WorkerError",
+    "WorkerTimeoutError",
     "__version__",
     "batch_elements",
     "decode_record",
