@@ -11,6 +11,7 @@ from chute_sources import CheckpointableIterator, InvalidStateError, IteratorSta
 from ._batch import BatchFn
 from ._batch_tree import make_batch, unbatch_elements
 from ._errors import BatchError
+from ._origins import child_origin
 from ._state import state_dict, state_int, state_parent
 from ._transforms import BatchTransform, check_batch_options
 
@@ -188,11 +189,7 @@ class UnbatchIter(IterNode[Any]):
     @property
     def origin(self) -> tuple[int, ...] | None:
         """The origin of the current batch plus the row's number in it."""
-        offset = self._offset
-        if offset == 0:
-            return None
-        inner: tuple[int, ...] | None = getattr(self._parent, "origin", None)
-        return None if inner is None else (*inner, offset - 1)
+        return child_origin(self._parent, self._offset)
 
     def __iter__(self) -> Self:
         """Returns the iterator itself."""

@@ -34,6 +34,7 @@ from ._adapters import (
     as_random_map_fn,
 )
 from ._map_ops import fn_name
+from ._origins import child_origin
 from ._stage_errors import annotate
 from ._state import state_dict, state_int, state_parent
 
@@ -258,11 +259,7 @@ class FlatMapIter(_StreamOp[U]):
     @property
     def origin(self) -> tuple[int, ...] | None:
         """The current element's origin in the parent plus the output's number."""
-        offset = self._offset
-        if offset == 0:
-            return None
-        inner: tuple[int, ...] | None = getattr(self._parent, "origin", None)
-        return None if inner is None else (*inner, offset - 1)
+        return child_origin(self._parent, self._offset)
 
     def __next__(self) -> U:
         while self._offset >= len(self._outputs):

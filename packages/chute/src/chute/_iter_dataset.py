@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
@@ -40,7 +39,13 @@ from ._factories import (
     OpFactory,
     split_for_workers,
 )
-from ._pipeline import Stage, derive_seed, random_stage_count, render, stage
+from ._pipeline import (
+    Stage,
+    check_pipeline_seed,
+    render,
+    stage,
+    stage_seed,
+)
 from ._progress import ProgressIterator
 from ._stats import RECORDER, Recorder
 
@@ -111,14 +116,7 @@ class IterDataset(Generic[T]):
         return IterDataset(factory, seed=self._seed, stages=(*self._stages, item))
 
     def _stage_seed(self, seed: int | None, op: str) -> int:
-        if seed is not None:
-            return operator.index(seed)
-        if self._seed is None:
-            raise ValueError(
-                f"{op} needs a seed: pass seed=... or set the pipeline's seed first, e.g. "
-                f"ds.seed(0).{op}(...)."
-            )
-        return derive_seed(self._seed, random_stage_count(self._stages), op)
+        return stage_seed(seed, self._seed, self._stages, op)
 
     def seed(self, seed: int) -> IterDataset[T]:
         """Sets the seed from which later random stages without a `seed` derive theirs.
@@ -129,9 +127,7 @@ class IterDataset(Generic[T]):
             >>> sorted(ds)
             [0, 1, 2, 3]
         """
-        checked = operator.index(seed)
-        if not 0 <= checked < 2**64:
-            raise ValueError(f"seed must be in [0, 2**64), got {seed!r}.")
+        checked = check_pipeline_seed(seed)
         return IterDataset(
             self._factory, seed=checked, stages=(*self._stages, stage("seed", seed=checked))
         )

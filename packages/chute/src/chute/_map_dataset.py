@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import (
     TYPE_CHECKING,
@@ -43,7 +42,14 @@ from chute_transforms import (
     RandomMapTransform,
 )
 
-from ._pipeline import Stage, derive_seed, has_stage, random_stage_count, render, stage
+from ._pipeline import (
+    Stage,
+    check_pipeline_seed,
+    has_stage,
+    render,
+    stage,
+    stage_seed,
+)
 
 if TYPE_CHECKING:
     from ._iter_dataset import IterDataset
@@ -128,14 +134,7 @@ class MapDataset(Generic[T]):
         return MapDataset(node, seed=self._seed, stages=(*self._stages, item))
 
     def _stage_seed(self, seed: int | None, op: str) -> int:
-        if seed is not None:
-            return operator.index(seed)
-        if self._seed is None:
-            raise ValueError(
-                f"{op} needs a seed: pass seed=... or set the pipeline's seed first, e.g. "
-                f"ds.seed(0).{op}(...)."
-            )
-        return derive_seed(self._seed, random_stage_count(self._stages), op)
+        return stage_seed(seed, self._seed, self._stages, op)
 
     def seed(self, seed: int) -> MapDataset[T]:
         """Sets the seed from which later random stages without a `seed` derive theirs.
@@ -148,9 +147,7 @@ class MapDataset(Generic[T]):
             >>> list(ds) == list(MapDataset.range(5).seed(0).shuffle())
             True
         """
-        checked = operator.index(seed)
-        if not 0 <= checked < 2**64:
-            raise ValueError(f"seed must be in [0, 2**64), got {seed!r}.")
+        checked = check_pipeline_seed(seed)
         return MapDataset(
             self._node, seed=checked, stages=(*self._stages, stage("seed", seed=checked))
         )

@@ -5,17 +5,20 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import operator
 from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
     "RANDOM_STAGES",
     "Stage",
+    "check_pipeline_seed",
     "derive_seed",
     "has_stage",
     "random_stage_count",
     "render",
     "show_fn",
+    "stage_seed",
 ]
 
 _MASK64 = (1 << 64) - 1
@@ -101,6 +104,41 @@ def has_stage(stages: Sequence[Stage], names: frozenset[str]) -> bool:
         item.name in names or any(has_stage(branch, names) for branch in item.inputs)
         for item in stages
     )
+
+
+def stage_seed(
+    explicit: int | None, pipeline_seed: int | None, stages: Sequence[Stage], op: str
+) -> int:
+    """The seed of a new random stage: `explicit`, or one derived from the pipeline's.
+
+    Raises:
+        ValueError: neither is set; the message says how to set one.
+
+    Example:
+        >>> stage_seed(5, None, [], "shuffle"), stage_seed(None, 0, [], "shuffle") > 0
+        (5, True)
+    """
+    if explicit is not None:
+        return operator.index(explicit)
+    if pipeline_seed is None:
+        raise ValueError(
+            f"{op} needs a seed: pass seed=... or set the pipeline's seed first, e.g. "
+            f"ds.seed(0).{op}(...)."
+        )
+    return derive_seed(pipeline_seed, random_stage_count(stages), op)
+
+
+def check_pipeline_seed(seed: int) -> int:
+    """`seed` as an int in `[0, 2**64)`, or a `ValueError` that says so.
+
+    Example:
+        >>> check_pipeline_seed(3)
+        3
+    """
+    checked = operator.index(seed)
+    if not 0 <= checked < 2**64:
+        raise ValueError(f"seed must be in [0, 2**64), got {seed!r}.")
+    return checked
 
 
 def derive_seed(seed: int, number: int, op: str) -> int:
