@@ -12,7 +12,8 @@ from chute_sources import DROPPED, RandomAccessDataSource
 
 from ._adapters import as_flat_map_fn
 from ._batch import BatchFn, batch_elements
-from ._batch_tree import make_batch
+from ._batch_slices import slice_batch
+from ._batch_tree import make_batch, pad_batch
 from ._errors import BatchError
 from ._map_ops import _ElementOp
 from ._transforms import check_batch_options
@@ -110,17 +111,27 @@ class BatchMap(_ElementOp[Any]):
     batch the stream. The last batch is short unless `drop_remainder` (then it is
     left out) or `pad` (then every batch is a `(batch, mask)` pair).
 
+    With `rows=(start, stop)` a batch holds only those rows of each full batch:
+    positions `[b * batch_size + start, b * batch_size + stop)`. That is how one host
+    of many builds just its part of every global batch; the number of batches stays
+    that of the whole, so all hosts yield the same count. With `pad`, a host whose rows
+    of the last batch lie past the end yields an all-padding batch (mask all False).
+
     Args:
         parent: a node, a source or any sequence.
         batch_size: positions per batch, >= 1.
         drop_remainder: leave out a last short batch.
         pad: pad short batches to `batch_size`, yielding `(batch, mask)` pairs.
         batch_fn: builds a batch from a list of elements, instead of `batch_elements`.
+        rows: `(start, stop)` with `0 <= start < stop <= batch_size`: build only these
+            rows of every batch; None builds all.
 
     Example:
         >>> ds = BatchMap(range(5), 2)
         >>> len(ds), ds[2], ds[0]
         (3, array([4]), array([0, 1]))
+        >>> [b.tolist() for b in BatchMap(range(8), 4, rows=(2, 4))]
+        [[2, 3], [6, 7]]
     """
 
     _op = "batch"
@@ -133,6 +144,7 @@ class BatchMap(_ElementOp[Any]):
         drop_remainder: bool = False,
         pad: bool = False,
         batch_fn: BatchFn | None = None,
+        rows: tuple[int, int] | None = None,
     ) -> None:
         check_batch_options("batch", batch_size, drop_remainder, pad, batch_fn)
         super().__init__(parent, batch_fn if batch_fn is not None else batch_elements)
@@ -140,6 +152,7 @@ class BatchMap(_ElementOp[Any]):
         self._drop_remainder = drop_remainder
         self._pad = pad
         self._batch_fn = batch_fn
+        self._rows = _check_rows(rows, batch_size)
 
     def __len__(self) -> int:
         count, rest = divmod(len(self._parent), self._batch_size)
@@ -150,29 +163,43 @@ class BatchMap(_ElementOp[Any]):
         count, rest = divmod(super().epoch_length, self._batch_size)
         return max(1, count + (1 if rest and not self._drop_remainder else 0))
 
+    @property
+    def rows(self) -> tuple[int, int]:
+        """The rows of every batch this node builds, `(start, stop)`."""
+        return self._rows
+
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[Any]:
         size, total = self._batch_size, len(self._parent)
-        starts = positions * size
-        ends = np.minimum(starts + size, total)
-        lengths = ends - starts
-        flat = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends, strict=True)])
-        elements = fetch(self._parent, flat, np.repeat(epochs, lengths))
+        start, stop = self._rows
+        starts = positions * size + start
+        ends = np.minimum(positions * size + stop, total)
+        lengths = np.maximum(ends - starts, 0)
+        pieces = [np.arange(s, s + n) for s, n in zip(starts, lengths, strict=True)]
+        flat = np.concatenate(pieces).astype(np.int64) if pieces else np.zeros(0, np.int64)
+        elements = fetch(self._parent, flat, np.repeat(epochs, lengths)) if flat.size else []
         out: list[Any] = []
         offset = 0
         for batch_number, length in enumerate(lengths.tolist()):
             chunk = [e for e in elements[offset : offset + length] if e is not DROPPED]
             offset += length
             try:
-                out.append(
-                    make_batch(chunk, self._batch_size, self._pad, self._batch_fn)
-                    if chunk
-                    else DROPPED
-                )
+                if chunk:
+                    out.append(make_batch(chunk, stop - start, self._pad, self._batch_fn))
+                elif self._pad and length == 0:
+                    out.append(self._all_padding(stop - start))
+                else:
+                    out.append(DROPPED)
             except Exception as error:
                 if not isinstance(error, BatchError):
                     self._fail(error, positions, batch_number)
                 raise
         return out
+
+    def _all_padding(self, size: int) -> tuple[Any, Any]:
+        """A batch of `size` padding rows, shaped like the batches of real elements."""
+        template = make_batch([self._parent[0]], 1, False, self._batch_fn)
+        padded, _ = pad_batch(template, size + 1)  # The template's row, then padding.
+        return slice_batch(padded, 1, size + 1), np.zeros(size, np.bool_)
 
     def __repr__(self) -> str:
         options = f"batch_size={self._batch_size}, drop_remainder={self._drop_remainder}"
@@ -180,4 +207,24 @@ class BatchMap(_ElementOp[Any]):
             options += ", pad=True"
         if self._batch_fn is not None:
             options += f", batch_fn={self._fn_shown}"
+        if self._rows != (0, self._batch_size):
+            options += f", rows={self._rows}"
         return f"BatchMap({self._parent!r}, {options})"
+
+
+def _check_rows(rows: object, batch_size: int) -> tuple[int, int]:
+    if rows is None:
+        return (0, batch_size)
+    if (
+        not isinstance(rows, tuple)
+        or len(rows) != 2
+        or not all(isinstance(r, int) and not isinstance(r, bool) for r in rows)
+    ):
+        raise TypeError(f"batch: rows must be a (start, stop) tuple of ints, got {rows!r}.")
+    start, stop = rows
+    if not 0 <= start < stop <= batch_size:
+        raise ValueError(
+            f"batch: rows must satisfy 0 <= start < stop <= batch_size={batch_size}, "
+            f"got rows={rows}."
+        )
+    return (start, stop)

@@ -83,6 +83,10 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "device":  # Imports jax, so only on first use.
+        import importlib
+
+        return importlib.import_module("chute.device")
     if name not in _LAZY:
         raise AttributeError(f"module 'chute' has no attribute {name!r}")
     import chute_sources
@@ -138,6 +142,7 @@ __all__ = [
     "__version__",
     "batch_elements",
     "decode_record",
+    "device",
     "encode_record",
     "experimental",
     "pick_performance_config",

@@ -42,6 +42,7 @@ from ._factories import (
 from ._pipeline import (
     Stage,
     check_pipeline_seed,
+    has_stage,
     render,
     stage,
     stage_seed,
@@ -346,6 +347,11 @@ class IterDataset(Generic[T]):
             >>> list(ds.mp_prefetch(chute.MultiprocessingOptions(num_workers=0)))
             [0, -1, -2, -3, -4, -5, -6, -7]
         """
+        if has_stage(self._stages, frozenset({"to_device"})):
+            raise ValueError(
+                "mp_prefetch cannot follow to_device: worker processes never touch jax. "
+                "Call mp_prefetch first and to_device last."
+            )
         chosen = options if options is not None else MultiprocessingOptions()
         plan, tail = split_for_workers(self._factory, chunk_size)
         if chosen.num_workers:
@@ -353,6 +359,40 @@ class IterDataset(Generic[T]):
         factory = MultiprocessFactory(plan, chosen, worker_init_fn, tail)
         item = stage("mp_prefetch", num_workers=chosen.num_workers)
         return IterDataset(factory, seed=self._seed, stages=(*self._stages, item))
+
+    def to_device(
+        self,
+        device: Any,
+        *,
+        cpu_buffer_size: int = 2,
+        device_buffer_size: int = 2,
+        lockstep: bool | None = None,
+    ) -> IterDataset[Any]:
+        """Batches as `jax.Array`s on `device`, prepared and transferred ahead of use.
+
+        `device` is a `jax.Device`, a `jax.sharding.Sharding` or a pytree of shardings.
+        With a sharding over several JAX processes, each process's batches are its local
+        rows (see `MapDataset.batch(..., sharding=...)`) and come out as global arrays.
+        Checkpoints count only batches handed out (see `chute_device.DevicePutIter`).
+        This must be the last stage; jax is imported only when it is used.
+
+        Example:
+            >>> import chute, jax
+            >>> ds = chute.MapDataset.range(6).batch(3).to_iter_dataset()
+            >>> [b.tolist() for b in ds.to_device(jax.devices()[0])]
+            [[0, 1, 2], [3, 4, 5]]
+        """
+        from ._device import device_put_op
+
+        item = stage("to_device", device=device)
+        return self._then(
+            device_put_op,
+            item,
+            device,
+            cpu_buffer_size=cpu_buffer_size,
+            device_buffer_size=device_buffer_size,
+            lockstep=lockstep,
+        )
 
     def pipe(
         self, fn: Callable[Concatenate[IterDataset[T], P], R], *args: P.args, **kwargs: P.kwargs

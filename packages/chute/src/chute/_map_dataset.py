@@ -297,6 +297,7 @@ class MapDataset(Generic[T]):
         drop_remainder: bool = False,
         pad: bool = False,
         batch_fn: BatchFn | None = None,
+        sharding: Any = None,
     ) -> MapDataset[Any]:
         """Consecutive elements stacked into batches (see `chute.batch_elements`).
 
@@ -304,6 +305,14 @@ class MapDataset(Generic[T]):
         `filter` (or `flat_map`) some positions hold no element, so such batches would
         come out short: that is refused; batch the stream instead
         (`ds.to_iter_dataset().batch(...)`), which fills every batch.
+
+        With `sharding` (a `jax.sharding.Sharding` of the batch, e.g. a data-parallel
+        `NamedSharding` over a mesh of all processes' devices), `batch_size` is the
+        *global* batch size and this JAX process builds only the rows its devices hold
+        (`chute_device.host_rows`), reading only their elements. Batch `b` is then the
+        same global batch for any number of processes: `to_device(sharding)` assembles
+        the processes' rows into one global `jax.Array`. Across several processes the
+        last batch must be dropped or padded, so all yield the same number of batches.
 
         Example:
             >>> [b.tolist() for b in MapDataset.range(5).batch(2, drop_remainder=True)]
@@ -316,14 +325,24 @@ class MapDataset(Generic[T]):
                 "ds.to_iter_dataset().batch(...) fills every batch (or use chute_transforms."
                 "BatchMap directly if short batches are what you want)."
             )
+        rows = None
+        if sharding is not None:
+            rows = _host_rows(sharding, batch_size, len(self._node), drop_remainder or pad)
         node = BatchMap(
-            self._node, batch_size, drop_remainder=drop_remainder, pad=pad, batch_fn=batch_fn
+            self._node,
+            batch_size,
+            drop_remainder=drop_remainder,
+            pad=pad,
+            batch_fn=batch_fn,
+            rows=rows,
         )
         params: dict[str, Any] = {"batch_size": batch_size, "drop_remainder": drop_remainder}
         if pad:
             params["pad"] = True
         if batch_fn is not None:
             params["batch_fn"] = batch_fn
+        if rows is not None:
+            params["rows"] = rows
         return self._then(node, stage("batch", **params))
 
     @staticmethod
@@ -388,6 +407,17 @@ class MapDataset(Generic[T]):
             stages=(*self._stages, stage("to_iter_dataset", **params)),
         )
 
+    def to_device(self, device: Any, **options: Any) -> IterDataset[Any]:
+        """`self.to_iter_dataset().to_device(device, **options)`.
+
+        Example:
+            >>> import jax
+            >>> ds = MapDataset.range(4).batch(2).to_device(jax.devices()[0])
+            >>> [b.tolist() for b in ds]
+            [[0, 1], [2, 3]]
+        """
+        return self.to_iter_dataset().to_device(device, **options)
+
     def pipe(
         self, fn: Callable[Concatenate[MapDataset[T], P], R], *args: P.args, **kwargs: P.kwargs
     ) -> R:
@@ -414,3 +444,19 @@ class MapDataset(Generic[T]):
 
     def __repr__(self) -> str:
         return render("MapDataset", self._stages)
+
+
+def _host_rows(sharding: Any, batch_size: int, length: int, even: bool) -> tuple[int, int]:
+    """This JAX process's rows of every batch; checks that all processes stay in step."""
+    from chute_device import row_split  # jax loads only when a sharding is used.
+
+    split = row_split(sharding)
+    rows = split.rows(batch_size)
+    if split.groups > 1 and length % batch_size and not even:
+        raise ValueError(
+            f"batch(sharding=...): {length} elements do not fill the last global batch of "
+            f"{batch_size}, and the {split.groups} processes would yield different numbers "
+            "of batches (a process whose rows are past the end has none): pass "
+            "drop_remainder=True or pad=True."
+        )
+    return rows

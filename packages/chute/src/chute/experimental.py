@@ -32,6 +32,7 @@ __all__ = [
     "PerformanceConfig",
     "ThreadPrefetchIterDataset",
     "WindowShuffleIterDataset",
+    "device_put",
     "pick_performance_config",
 ]
 
@@ -62,3 +63,10 @@ def ParquetIterDataset(path: str | os.PathLike[str]) -> IterDataset[Any]:
     from chute_sources import ParquetStream  # pyarrow loads on first use.
 
     return IterDataset.source(functools.partial(ParquetStream, path))
+
+
+def device_put(ds: Any, device: Any, cpu_buffer_size: int = 2, device_buffer_size: int = 2) -> Any:
+    """`chute.device.device_put(ds, device, cpu_buffer_size, device_buffer_size)`."""
+    from .device import device_put as put  # jax loads only here.
+
+    return put(ds, device, cpu_buffer_size, device_buffer_size)

@@ -1,0 +1,191 @@
+"""`DevicePutIter`: batches prefetched on the host, then on devices, ahead of the user."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, TypeVar
+
+import jax
+import numpy as np
+
+from chute_execution import ThreadPrefetchIter
+from chute_samplers import IterNode
+from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
+
+from ._global_batch import Target, _is_target, put_batch
+
+__all__ = ["DevicePutIter", "LockstepError"]
+
+T = TypeVar("T")
+
+
+class LockstepError(ValueError):
+    """JAX processes disagree about a batch: one has it and another has not, or shapes differ.
+
+    Example:
+        >>> isinstance(LockstepError("process 1 ran out"), ValueError)
+        True
+    """
+
+
+class DevicePutIter(IterNode[Any]):
+    """Yields the parent's batches as `jax.Array`s on `target`, transferred ahead of time.
+
+    A thread keeps up to `cpu_buffer_size` host batches ready; `device_buffer_size`
+    batches are already dispatched to the devices (`jax.device_put` is asynchronous), so
+    a training step rarely waits for a copy. With a sharding that spans several JAX
+    processes, each process's batch is its local rows and the result is a global array.
+
+    Checkpoints count only batches handed to the user: `get_state()` is the parent's
+    state right after the last batch returned, whatever is in flight, so a restored
+    iterator yields the first batch the user has not received.
+
+    Lockstep: with more than one JAX process (and `lockstep=None` or True), every step
+    the processes agree, with one small all-gather, that each of them has a batch of
+    the same number of rows; when any process has run out, all stop together (a process
+    never waits forever in a collective for a batch another one cannot produce), and a
+    shape mismatch raises `LockstepError` on every process.
+
+    Args:
+        parent: a checkpointable iterator of host batches (pytrees of NumPy arrays).
+        target: a `jax.Device`, a `jax.sharding.Sharding`, or a pytree of shardings
+            (a prefix of the batch's structure).
+        cpu_buffer_size: host batches prepared ahead on a thread (0: none).
+        device_buffer_size: batches dispatched to devices ahead of the user (>= 1).
+        lockstep: agree across processes every step; None means "when there is more
+            than one process".
+
+    Example:
+        >>> import jax, numpy as np
+        >>> from chute_samplers import SequentialIter
+        >>> batches = [np.arange(4) + 4 * i for i in range(3)]
+        >>> it = DevicePutIter(SequentialIter(batches), jax.devices()[0])
+        >>> first = next(it)
+        >>> first.tolist(), it.get_state()
+        ([0, 1, 2, 3], {'position': 1})
+    """
+
+    def __init__(
+        self,
+        parent: CheckpointableIterator[Any],
+        target: Target,
+        *,
+        cpu_buffer_size: int = 2,
+        device_buffer_size: int = 2,
+        lockstep: bool | None = None,
+    ) -> None:
+        for name, value, low in (
+            ("cpu_buffer_size", cpu_buffer_size, 0),
+            ("device_buffer_size", device_buffer_size, 1),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"device_put: {name} must be an int >= {low}, got {value!r}.")
+        leaves = jax.tree.leaves(target, is_leaf=_is_target)
+        if not leaves or not all(map(_is_target, leaves)):
+            raise TypeError(
+                "device_put: target must be a jax.Device, a jax.sharding.Sharding or a pytree "
+                f"of shardings, got {type(target).__name__}."
+            )
+        self._host = ThreadPrefetchIter(parent, cpu_buffer_size)
+        self._target = target
+        self._device_buffer_size = device_buffer_size
+        self._lockstep = jax.process_count() > 1 if lockstep is None else bool(lockstep)
+        self._in_flight: collections.deque[tuple[Any, IteratorState, bool]] = collections.deque()
+        self._state: IteratorState = self._host.get_state()
+        self._exhausted = False
+
+    @property
+    def target(self) -> Target:
+        """Where batches go: a device, a sharding, or a pytree of shardings."""
+        return self._target
+
+    def _fill(self) -> None:
+        """Prepares batches until `device_buffer_size` are in flight (or the end)."""
+        while not self._exhausted and len(self._in_flight) < self._device_buffer_size:
+            try:
+                batch = next(self._host)
+            except StopIteration:
+                batch = None
+            rows = -1 if batch is None else _rows(batch)
+            if self._lockstep:
+                # Every process makes this call once per batch it prepares, in the same
+                # order, so the all-gathers pair up; an error waits for its turn.
+                try:
+                    if not _agree(rows):
+                        batch = None
+                except LockstepError as error:
+                    self._exhausted = True
+                    self._in_flight.append((error, self._host.get_state(), True))
+                    return
+            if batch is None:
+                self._exhausted = True
+                return
+            state = self._host.get_state()
+            self._in_flight.append((put_batch(batch, self._target), state, False))
+
+    def __next__(self) -> Any:
+        self._fill()
+        if not self._in_flight:
+            raise StopIteration
+        batch, state, failed = self._in_flight.popleft()
+        if failed:
+            self._in_flight.appendleft((batch, state, failed))  # Raised again next time.
+            raise batch
+        self._state = state
+        self._fill()  # Dispatch the next transfer before the user's step starts.
+        return batch
+
+    def get_state(self) -> IteratorState:
+        return self._state
+
+    def set_state(self, state: IteratorState, /) -> None:
+        if not isinstance(state, dict):
+            raise InvalidStateError(f"DevicePutIter: expected a state dict, got {state!r}.")
+        self._in_flight.clear()
+        self._host.set_state(state)
+        self._state = state
+        self._exhausted = False
+
+    def close(self) -> None:
+        """Stops the host prefetch thread and drops batches in flight."""
+        self._in_flight.clear()
+        self._host.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"DevicePutIter({self._host.parent!r}, {self._target!r}, "
+            f"cpu_buffer_size={self._host.buffer_size}, "
+            f"device_buffer_size={self._device_buffer_size})"
+        )
+
+
+def _rows(batch: Any) -> int:
+    """The leading size of the batch's first array leaf (0 when it has none)."""
+    for leaf in jax.tree.leaves(batch):
+        if np.ndim(leaf):
+            return int(np.shape(leaf)[0])
+    return 0
+
+
+def _agree(rows: int) -> bool:
+    """All processes compare `rows` (-1: no batch left).
+
+    Returns:
+        Whether every process has a batch (False: all stop together).
+
+    Raises:
+        LockstepError: the processes' batches have different numbers of rows.
+    """
+    from jax.experimental import multihost_utils
+
+    gathered = np.asarray(multihost_utils.process_allgather(np.array([rows], np.int64)))
+    everyone = gathered.reshape(-1).tolist()
+    if -1 in everyone:
+        return False
+    if all(r == everyone[0] for r in everyone):
+        return True
+    raise LockstepError(
+        "JAX processes hold local batches of different sizes "
+        f"({dict(enumerate(everyone))} rows by process): every process must yield batches "
+        "of the same shape; batch with drop_remainder=True or pad=True."
+    )
