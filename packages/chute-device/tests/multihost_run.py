@@ -9,6 +9,7 @@ reference the multi-process runs must equal.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 
@@ -84,7 +85,15 @@ def main() -> None:
     resumed.set_state(state)
     continuation = [gather(batch) for batch in resumed]
     local_rows = chute.device.host_rows(sharding, 16)
-    result = {"batches": batches, "continuation": continuation, "rows": local_rows}
+    result = {
+        "batches": batches,
+        "continuation": continuation,
+        "rows": local_rows,
+        "state": state,
+        "shard": list(
+            dataclasses.astuple(chute.device.shard_options_for_mesh(sharding.mesh, "data"))
+        ),
+    }
     with open(f"{args.out}.{args.process_id}", "w") as file:
         json.dump(result, file)
 

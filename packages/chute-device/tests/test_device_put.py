@@ -193,3 +193,37 @@ def test_batch_with_a_sharding_on_one_process_is_the_plain_batch():
     assert [b.tolist() for b in ds.batch(8, sharding=data_sharding())] == [
         b.tolist() for b in ds.batch(8)
     ]
+
+
+def test_data_loader_device_option_resumes_exactly():
+    def loader(workers):
+        sampler = chute.IndexSampler(
+            40, shard_options=chute.NoSharding(), shuffle=True, num_epochs=1, seed=5
+        )
+        return chute.DataLoader(
+            data_source=chute.RangeSource(40),
+            sampler=sampler,
+            operations=[chute.BatchTransform(batch_size=8)],
+            worker_count=workers,
+            device=data_sharding(),
+        )
+
+    it = iter(loader(0))
+    everything = [np.asarray(b).tolist() for b in it]
+    assert sorted(x for batch in everything for x in batch) == list(range(40))
+    it = iter(loader(2))
+    first = np.asarray(next(it))
+    assert isinstance(next(iter(loader(0))), jax.Array)
+    assert first.tolist() == everything[0]
+    state = it.get_state()
+    resumed = iter(loader(1))
+    resumed.set_state(state)
+    assert [np.asarray(b).tolist() for b in resumed] == everything[1:]
+
+
+def test_loadax_style_shard_by_mesh():
+    mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("data", "model"))
+    # One process holds every replica: its share is everything.
+    assert list(chute.MapDataset.range(5).shard(mesh, "data")) == [0, 1, 2, 3, 4]
+    with pytest.raises(TypeError, match="needs the name of the mesh's data axis"):
+        chute.MapDataset.range(5).shard(mesh)

@@ -69,22 +69,29 @@ def reference(tmp_path_factory) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("mesh", "workers", "rows"),
+    ("mesh", "workers", "rows", "shards"),
     [
-        ("1d", 0, [[0, 8], [8, 16]]),
-        ("1d", 2, [[0, 8], [8, 16]]),
-        ("2d", 0, [[0, 8], [8, 16]]),
-        ("2d-shared", 0, [[0, 16], [0, 16]]),  # Both hosts hold every replica.
+        ("1d", 0, [[0, 8], [8, 16]], [[0, 2, False], [1, 2, False]]),
+        ("1d", 2, [[0, 8], [8, 16]], [[0, 2, False], [1, 2, False]]),
+        ("2d", 0, [[0, 8], [8, 16]], [[0, 2, False], [1, 2, False]]),
+        # Both hosts hold every replica: the same rows, the same (only) shard.
+        ("2d-shared", 0, [[0, 16], [0, 16]], [[0, 1, False], [0, 1, False]]),
     ],
 )
-def test_two_processes_yield_the_global_batches_of_one(tmp_path, reference, mesh, workers, rows):
+def test_two_processes_yield_the_global_batches_of_one(
+    tmp_path, reference, mesh, workers, rows, shards
+):
     results = run(tmp_path, 2, "--mesh", mesh, "--workers", str(workers))
     assert len(reference["batches"]) == 203 // 16
     assert [r["rows"] for r in results] == rows
+    assert [r["shard"] for r in results] == shards
     for result in results:
         assert result["batches"] == reference["batches"]
-        # Resumed after five batches on two processes: the same continuation.
+        # Resumed after five batches on two processes: the same continuation. The
+        # state is the one process's state, so it restores on either process count.
         assert result["continuation"] == reference["batches"][5:]
+        if not workers:  # (With workers the state is mp_prefetch's {chunk, offset}.)
+            assert result["state"] == reference["state"]
     assert reference["continuation"] == reference["batches"][5:]
 
 

@@ -13,7 +13,6 @@ Example:
 
 from typing import TYPE_CHECKING, Any
 
-from chute_execution import DataLoader as DataLoader
 from chute_execution import MultiprocessingOptions as MultiprocessingOptions
 from chute_execution import PerformanceConfig as PerformanceConfig
 from chute_execution import ReadOptions as ReadOptions
@@ -52,6 +51,7 @@ from chute_transforms import RandomMapTransform as RandomMapTransform
 from chute_transforms import batch_elements as batch_elements
 
 from . import experimental as experimental
+from ._data_loader import DataLoader as DataLoader
 from ._iter_dataset import IterDataset as IterDataset
 from ._map_dataset import MapDataset as MapDataset
 from ._version import __version__ as __version__

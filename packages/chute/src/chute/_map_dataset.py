@@ -196,13 +196,17 @@ class MapDataset(Generic[T]):
 
     def shard(
         self,
-        shard_index: int | ShardOptions,
-        shard_count: int | None = None,
+        shard_index: Any,
+        shard_count: Any = None,
         drop_remainder: bool = False,
     ) -> MapDataset[T]:
         """This process's share: every `shard_count`-th element from `shard_index`.
 
-        Accepts a `ShardOptions` too. Shards are disjoint and together cover the data.
+        Accepts a `ShardOptions` too, or, as Loadax spells it, `shard(mesh,
+        data_axis_name)`: a `jax.sharding.Mesh` and the name of its data axis give this
+        JAX process its share (`chute.device.shard_options_for_mesh`; processes that
+        share a data-parallel replica read the same share). Shards are disjoint and
+        together cover the data.
 
         Example:
             >>> list(MapDataset.range(7).shard(1, 3))
@@ -210,6 +214,8 @@ class MapDataset(Generic[T]):
         """
         if isinstance(shard_index, ShardOptions):
             options = shard_index
+        elif hasattr(shard_index, "axis_names") and hasattr(shard_index, "devices"):
+            options = _mesh_shard(shard_index, shard_count, drop_remainder)
         else:
             if shard_count is None:
                 raise TypeError("shard needs shard_count (or a ShardOptions).")
@@ -460,3 +466,15 @@ def _host_rows(sharding: Any, batch_size: int, length: int, even: bool) -> tuple
             "drop_remainder=True or pad=True."
         )
     return rows
+
+
+def _mesh_shard(mesh: Any, data_axis_name: Any, drop_remainder: bool) -> ShardOptions:
+    """`shard(mesh, data_axis_name)`: this process's share of a mesh's data axis."""
+    if not isinstance(data_axis_name, str | tuple):
+        raise TypeError(
+            "shard(mesh, data_axis_name) needs the name of the mesh's data axis, e.g. "
+            f"ds.shard(mesh, 'data'); got {data_axis_name!r}."
+        )
+    from chute_device import shard_options_for_mesh  # jax loads only here.
+
+    return shard_options_for_mesh(mesh, data_axis_name, drop_remainder)
