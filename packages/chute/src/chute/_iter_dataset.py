@@ -324,7 +324,7 @@ class IterDataset(Generic[T]):
         options: MultiprocessingOptions | None = None,
         worker_init_fn: Callable[[int, int], Any] | None = None,
         *,
-        chunk_size: int = 64,
+        chunk_size: int | None = None,
     ) -> IterDataset[T]:
         """Runs the pipeline so far on worker processes; the output does not change.
 
@@ -339,7 +339,11 @@ class IterDataset(Generic[T]):
         Args:
             options: `MultiprocessingOptions(num_workers, per_worker_buffer_size)`.
             worker_init_fn: called as `fn(worker_index, num_workers)` in each worker.
-            chunk_size: positions per unit of work; it never changes the elements.
+            chunk_size: positions per unit of work; it never changes the elements. By
+                default 64 elements, or 1 when the positions are whole batches (a
+                `MapDataset.batch` before `to_iter_dataset`), and at most 1/16 of a short
+                dataset, so that several workers share it. Never the worker count: a
+                checkpoint counts chunks, so it restores with any number of workers.
 
         Example:
             >>> import chute, operator
@@ -353,11 +357,13 @@ class IterDataset(Generic[T]):
                 "Call mp_prefetch first and to_device last."
             )
         chosen = options if options is not None else MultiprocessingOptions()
+        if chunk_size is None:
+            chunk_size = _default_chunk_size(self._factory, self._stages)
         plan, tail = split_for_workers(self._factory, chunk_size)
         if chosen.num_workers:
             warm_up(chosen.start_method)  # Workers will then start in milliseconds.
         factory = MultiprocessFactory(plan, chosen, worker_init_fn, tail)
-        item = stage("mp_prefetch", num_workers=chosen.num_workers)
+        item = stage("mp_prefetch", num_workers=chosen.num_workers, chunk_size=chunk_size)
         return IterDataset(factory, seed=self._seed, stages=(*self._stages, item))
 
     def to_device(
@@ -452,3 +458,16 @@ def _as_iter_dataset(dataset: Any) -> IterDataset[Any]:
         "expected an IterDataset, a MapDataset or a zero-argument callable making an "
         f"iterator, got {type(dataset).__name__}."
     )
+
+
+def _default_chunk_size(factory: Any, stages: Sequence[Stage]) -> int:
+    """64 elements or 1 batch, and at most 1/16 of the dataset's positions."""
+    names = [item.name for item in stages]
+    read_at = names.index("to_iter_dataset") if "to_iter_dataset" in names else 0
+    size = 1 if "batch" in names[:read_at] else 64
+    while isinstance(factory, OpFactory):
+        factory = factory.parent
+    length = len(getattr(factory, "node", ()))
+    if length:
+        size = min(size, max(1, -(-length // 16)))
+    return size
