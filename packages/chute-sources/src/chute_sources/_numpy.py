@@ -16,6 +16,7 @@ import math
 import mmap as mmap_lib
 import os
 import struct
+import tokenize
 import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
@@ -351,6 +352,11 @@ def _map_stored(
     file: IO[bytes], mapping: mmap_lib.mmap, info: zipfile.ZipInfo, where: str
 ) -> _Array:
     """Views an uncompressed member's array in place, at its offset in the mapped archive."""
+    if not 0 <= info.header_offset < len(mapping):
+        raise SourceFileError(
+            f"NumpySource: {where}: corrupt zip directory (an entry's offset "
+            f"{info.header_offset} lies outside the {len(mapping)}-byte file)."
+        )
     file.seek(info.header_offset)
     local = file.read(_LOCAL_HEADER.size)
     if len(local) < _LOCAL_HEADER.size or local[:4] != b"PK\x03\x04":
@@ -406,7 +412,8 @@ def _read_header(stream: IO[bytes], where: str) -> _Header:
             shape, fortran_order, dtype = _read_array_header_3_0(stream)
         else:
             raise ValueError(f"unknown .npy format version {version}")
-    except (ValueError, SyntaxError, EOFError) as error:
+    except (ValueError, SyntaxError, EOFError, tokenize.TokenError) as error:
+        # numpy parses the header as a Python literal: junk can fail in the tokenizer.
         raise SourceFileError(
             f"NumpySource: {where} is not a readable .npy array (the header is truncated or "
             f"corrupt: {error}); {_FIX}."

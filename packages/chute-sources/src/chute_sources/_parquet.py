@@ -9,12 +9,12 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from ._base import Source
-from ._parquet_index import ParquetIndex, ParquetPaths, ParquetRecord
+from ._parquet_index import ParquetIndex, ParquetPaths, ParquetRecord, table_rows
 from ._parquet_stream import ParquetStream
 from ._paths import display_paths
 
@@ -121,7 +121,7 @@ class ParquetSource(Source[ParquetRecord]):
         group = self._index.locate(index)
         table = self._row_group(group)
         row = index - int(self._index.starts[group])
-        return cast(ParquetRecord, table.slice(row, 1).to_pylist()[0])
+        return table_rows(table.slice(row, 1), self._where(group))[0]
 
     def _read_many(self, indices: Sequence[int]) -> list[ParquetRecord]:
         keys = np.asarray(indices, dtype=np.int64)
@@ -134,11 +134,15 @@ class ParquetSource(Source[ParquetRecord]):
         records: list[Any] = [None] * keys.size
         for positions in np.split(order, boundaries):
             table = self._row_group(int(groups[positions[0]]))
-            for position, record in zip(
-                positions.tolist(), table.take(rows[positions]).to_pylist(), strict=True
-            ):
+            group = int(groups[positions[0]])
+            taken = table_rows(table.take(rows[positions]), self._where(group))
+            for position, record in zip(positions.tolist(), taken, strict=True):
                 records[position] = record
         return records
+
+    def _where(self, group: int) -> str:
+        file = self._index.files[int(self._index.group_file[group])]
+        return f"ParquetSource: {file}, row group {int(self._index.group_local[group])}"
 
     def _row_group(self, group: int) -> Any:
         """Returns global row group `group` decoded, from the cache or from its file."""

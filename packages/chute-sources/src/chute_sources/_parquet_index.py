@@ -10,14 +10,14 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._errors import SourceFileError, SourceFileNotFoundError
+from ._errors import CorruptRecordError, SourceFileError, SourceFileNotFoundError
 from ._paths import expand_paths
 
 __all__ = [
@@ -220,3 +220,20 @@ class ParquetIndex:
                 row_group, row = row_group + 1, 0
             file, row_group, row = file + 1, 0, 0
         return len(self.files), 0, 0
+
+
+def table_rows(table: Any, where: str) -> list[ParquetRecord]:
+    """`table.to_pylist()`, with invalid UTF-8 in a string column as `CorruptRecordError`.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> table_rows(pa.table({"a": [1, 2]}), "f.parquet")
+        [{'a': 1}, {'a': 2}]
+    """
+    try:
+        return cast(list[ParquetRecord], table.to_pylist())
+    except UnicodeDecodeError as error:
+        raise CorruptRecordError(
+            f"{where}: a string column holds bytes that are not valid UTF-8 ({error}); the "
+            "file is corrupt or was written with a wrong type (use binary for raw bytes)."
+        ) from error

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Self, cast
+from typing import Any, Self
 
 from ._errors import InvalidStateError, SourceClosedError
-from ._parquet_index import ParquetIndex, ParquetPaths, ParquetRecord
+from ._parquet_index import ParquetIndex, ParquetPaths, ParquetRecord, table_rows
 from ._paths import display_paths
 from ._protocols import IteratorState
 
@@ -128,9 +128,8 @@ class ParquetStream:
             self._release()
             raise StopIteration
         table = self._decoded(self._file, self._row_group)
-        self._buffer = cast(
-            list[ParquetRecord], table.slice(self._row, self._batch_rows).to_pylist()
-        )
+        where = f"ParquetStream: {self._index.files[self._file]}, row group {self._row_group}"
+        self._buffer = table_rows(table.slice(self._row, self._batch_rows), where)
         self._buffer_pos = 1
         return self._buffer[0]
 
