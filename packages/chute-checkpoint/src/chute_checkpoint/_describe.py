@@ -28,6 +28,7 @@ import inspect
 import json
 import math
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -73,7 +74,7 @@ def describe_pipeline(iterator: object) -> dict[str, Any]:
         >>> import chute
         >>> it = iter(chute.MapDataset.range(4).shuffle(seed=3).to_iter_dataset())
         >>> [(s["op"], s["params"]) for s in describe_pipeline(it)["stages"]][:2]
-        [('source', {'source': {'class': 'chute_sources._range.RangeSource', 'len': 4, \
+        [('source', {'source': {'class': 'chute_sources.RangeSource', 'len': 4, \
 'attributes': {'_range': {'range': [0, 4, 1]}}}}), ('shuffle', {'seed': 3})]
     """
     make = getattr(iterator, PIPELINE_ATTRIBUTE, None)
@@ -124,7 +125,7 @@ def describe_value(value: Any, depth: int = 0) -> Any:
     Example:
         >>> import functools, operator
         >>> describe_value(functools.partial(operator.add, 1))
-        {'partial': {'function': '_operator.add'}, 'args': [1], 'keywords': {}}
+        {'partial': {'function': 'operator.add'}, 'args': [1], 'keywords': {}}
         >>> describe_value(range(2, 9, 3))
         {'range': [2, 9, 3]}
     """
@@ -257,6 +258,20 @@ def _describe_array(array: np.ndarray[Any, Any]) -> dict[str, Any]:
 
 
 def _qualified(obj: Any) -> str:
+    """`module.qualname`, by the shortest public module that exports `obj`.
+
+    So `chute_sources._range.RangeSource` is `chute_sources.RangeSource` and
+    `_operator.neg` is `operator.neg`: moving code between private modules keeps
+    fingerprints, hence checkpoints, valid.
+    """
     module = getattr(obj, "__module__", None) or "?"
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
-    return f"{module}.{name or type(obj).__qualname__}"
+    name = name or type(obj).__qualname__
+    parts = module.split(".")
+    candidates = [".".join(parts[:size]) for size in range(1, len(parts))]
+    candidates.append(module.lstrip("_"))
+    for candidate in candidates:
+        found = sys.modules.get(candidate)
+        if found is not None and "." not in name and getattr(found, name, None) is obj:
+            return f"{candidate}.{name}"
+    return f"{module}.{name}"
