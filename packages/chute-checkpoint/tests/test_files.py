@@ -78,7 +78,7 @@ def test_each_process_writes_and_reads_its_own_file(tmp_path):
 
 def test_saving_replaces_the_file_atomically_and_leaves_no_temporary_files(tmp_path):
     it = iter(_pipeline())
-    for step in range(5):
+    for _ in range(5):
         next(it)
         save(it, tmp_path)
     assert os.listdir(tmp_path) == ["process_0-of-1.json"]
@@ -119,7 +119,7 @@ def test_a_missing_folder_or_file_says_what_is_there(tmp_path):
         "this is process 0 of 1. Redistribute them with chute_checkpoint.reshard_directory("
         "source, target, process_count=1) (for index-based sharded pipelines)."
     )
-    with pytest.raises(CheckpointNotFoundError, match="^no checkpoint file at "):
+    with pytest.raises(CheckpointNotFoundError, match=r"^no checkpoint file at "):
         read_document(tmp_path / "absent.json")
 
 

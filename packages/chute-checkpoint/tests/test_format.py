@@ -159,7 +159,7 @@ def test_a_data_loader_describes_its_source_sampler_and_operations():
         "chunks",
     ]
     apply_document(iter(loader(2, 0)), document)
-    with pytest.raises(PipelineMismatchError, match='"batch_size": 2.*"batch_size": 3'):
+    with pytest.raises(PipelineMismatchError, match=r'"batch_size": 2.*"batch_size": 3'):
         apply_document(iter(loader(3, 0)), document)
 
 
