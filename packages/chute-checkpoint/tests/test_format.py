@@ -306,7 +306,7 @@ def test_not_json_truncated_and_not_an_object_are_refused():
     with pytest.raises(CheckpointFormatError, match=r"^f: not valid JSON"):
         loads_document(b"\xff\xfe", "f")
     with pytest.raises(
-        CheckpointFormatError, match="^f: a chute checkpoint is a JSON object, got a str.$"
+        CheckpointFormatError, match=r"^f: a chute checkpoint is a JSON object, got a str\.$"
     ):
         loads_document('"hello"', "f")
     assert loads_document(text, "f") == json.loads(text)
