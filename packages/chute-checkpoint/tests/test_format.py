@@ -201,7 +201,7 @@ def test_values_are_described_by_structure():
         "args": [],
         "keywords": {"key": {"function": "builtins.abs"}},
     }
-    assert describe_value(list(range(2000)))["sequence"] == 2000
+    assert describe_value(list(range(2000)))["len"] == 2000
 
 
 def test_data_files_are_described_by_name_and_size(tmp_path):
@@ -331,3 +331,54 @@ def test_a_state_that_is_not_json_is_refused_when_saving():
 def test_process_positions_are_checked():
     with pytest.raises(ValueError, match=r"process_index must be in \[0, process_count\), got "):
         make_document(iter(chute.MapDataset.range(3).to_iter_dataset()), 2, 2)
+
+
+class _Wrapper:
+    """A user's iterator around a chute one, with no description of its own."""
+
+    def __init__(self, parent):
+        self._parent = parent
+
+    def __next__(self):
+        return next(self._parent) * 2
+
+    def get_state(self):
+        return self._parent.get_state()
+
+    def set_state(self, state):
+        self._parent.set_state(state)
+
+
+def test_wrappers_are_described_as_their_parent_plus_their_class():
+    inner = iter(chute.MapDataset.range(5).shuffle(seed=1).to_iter_dataset())
+    described = describe_pipeline(_Wrapper(inner))
+    assert described["stages"][:-1] == describe_pipeline(inner)["stages"]
+    assert described["stages"][-1] == {"op": "wrapper", "params": {"class": f"{__name__}._Wrapper"}}
+    other = iter(chute.MapDataset.range(5).shuffle(seed=2).to_iter_dataset())
+    with pytest.raises(PipelineMismatchError, match="parameter 'seed' differs"):
+        apply_document(_Wrapper(other), make_document(_Wrapper(inner)))
+
+
+def test_a_malformed_description_is_refused():
+    class Odd:
+        chute_pipeline = staticmethod(lambda: ["not", "a", "dict"])
+
+    with pytest.raises(TypeError) as caught:
+        describe_pipeline(Odd())
+    assert str(caught.value) == (
+        "Odd.chute_pipeline must describe the pipeline as {'kind': ..., 'stages': [...]}, got "
+        "['not', 'a', 'dict']."
+    )
+
+
+def test_long_sequences_are_described_by_length_and_hash_of_scalars():
+    records = [{"x": i} for i in range(100)]
+    assert describe_value(records) == {"sequence": "list", "len": 100}
+    numbers = describe_value(list(range(100)))
+    assert numbers["len"] == 100
+    assert numbers["blake2b"] != describe_value([*range(99), 100])["blake2b"]
+    ds = chute.MapDataset.source(records).to_iter_dataset()
+    assert describe_pipeline(iter(ds))["stages"][0]["params"]["source"] == {
+        "sequence": "list",
+        "len": 100,
+    }

@@ -20,6 +20,7 @@ turns the values into JSON that identifies them by structure:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import functools
@@ -29,6 +30,7 @@ import json
 import math
 import os
 import sys
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,15 +62,20 @@ PERFORMANCE_PARAMETERS = frozenset(
 
 _PLAIN = (int, float, str, bool, type(None))
 _SMALL_ARRAY = 1 << 20
-_LONG_SEQUENCE = 1000
+_LONG_SEQUENCE = 64
 _MAX_DEPTH = 4
+_MAX_WRAPPERS = 16
+_CACHE: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
 def describe_pipeline(iterator: object) -> dict[str, Any]:
     """The JSON structural description of the pipeline that `iterator` runs.
 
-    Iterators without a description (see the module docs) are described by their
-    class only.
+    An iterator without a description that wraps one (in an attribute `parent`,
+    `inner` or `iterator`, with or without a leading underscore) is described as the
+    wrapped pipeline plus a stage naming the wrapper's class; any other iterator by its
+    class only. Descriptions are computed once per iterator (sources do not change
+    while read).
 
     Example:
         >>> import chute
@@ -77,9 +84,29 @@ def describe_pipeline(iterator: object) -> dict[str, Any]:
         [('source', {'source': {'class': 'chute_sources.RangeSource', 'len': 4, \
 'attributes': {'_range': {'range': [0, 4, 1]}}}}), ('shuffle', {'seed': 3})]
     """
+    try:
+        cached = _CACHE.get(iterator)
+    except TypeError:  # Not weakly referenceable or not hashable: no cache.
+        cached = None
+    if cached is None:
+        cached = _describe_iterator(iterator, 0)
+        try:
+            _CACHE[iterator] = cached
+        except TypeError:
+            pass
+    return copy.deepcopy(cached)
+
+
+def _describe_iterator(iterator: object, depth: int) -> dict[str, Any]:
     make = getattr(iterator, PIPELINE_ATTRIBUTE, None)
     if make is None:
-        return {"kind": "iterator", "class": _qualified(type(iterator)), "stages": []}
+        inner = _wrapped(iterator)
+        if inner is None or depth >= _MAX_WRAPPERS:
+            return {"kind": "iterator", "class": _qualified(type(iterator)), "stages": []}
+        described = _describe_iterator(inner, depth + 1)
+        wrapper = {"op": "wrapper", "params": {"class": _qualified(type(iterator))}}
+        described["stages"].append(wrapper)
+        return described
     raw = make() if callable(make) else make
     if not isinstance(raw, Mapping) or not isinstance(raw.get("stages"), list | tuple):
         raise TypeError(
@@ -87,6 +114,17 @@ def describe_pipeline(iterator: object) -> dict[str, Any]:
             f"{{'kind': ..., 'stages': [...]}}, got {raw!r:.200}."
         )
     return {"kind": str(raw.get("kind", "pipeline")), "stages": _stages(raw["stages"])}
+
+
+def _wrapped(iterator: object) -> object | None:
+    found = _attributes(iterator)
+    for name in ("_parent", "parent", "_inner", "inner", "_iterator", "iterator"):
+        inner = found.get(name)
+        if inner is None and isinstance(getattr(type(iterator), name, None), property):
+            inner = getattr(iterator, name, None)
+        if inner is not None and inner is not iterator and hasattr(inner, "get_state"):
+            return inner
+    return None
 
 
 def _stages(stages: Any) -> list[dict[str, Any]]:
@@ -244,9 +282,13 @@ def _describe_sequence(value: list[Any] | tuple[Any, ...], depth: int) -> Any:
         if all(isinstance(item, str) and _is_data_file(item) for item in value) and value:
             return [_describe_path(item) for item in value]
         return [describe_value(item, depth + 1) for item in value]
-    items = [describe_value(item, depth + 1) for item in value]
-    text = json.dumps(items, sort_keys=True).encode()
-    return {"sequence": len(value), "blake2b": hashlib.blake2b(text, digest_size=16).hexdigest()}
+    # Long: an in-memory source or a selector. Scalars are hashed (cheaply, as JSON);
+    # records are identified by type and length, like any source.
+    described: dict[str, Any] = {"sequence": type(value).__name__, "len": len(value)}
+    if all(isinstance(item, _PLAIN) for item in value):
+        text = json.dumps(value).encode()
+        described["blake2b"] = hashlib.blake2b(text, digest_size=16).hexdigest()
+    return described
 
 
 def _describe_array(array: np.ndarray[Any, Any]) -> dict[str, Any]:
