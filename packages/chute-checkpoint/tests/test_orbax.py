@@ -13,6 +13,7 @@ from chute_checkpoint import (
     CheckpointRestore,
     CheckpointSave,
     PipelineMismatchError,
+    reshard_directory,
 )
 
 
@@ -130,3 +131,22 @@ def test_a_handler_for_another_process_count_names_the_files_found(tmp_path):
     same = ocp.Checkpointer(CheckpointHandler(process_index=1, process_count=2))
     fresh = same.restore(tmp_path / "ckpt", args=CheckpointRestore(iter(_dataset())))
     assert list(fresh) == list(_dataset())
+
+
+def test_an_orbax_step_reshards_in_place_for_more_processes(tmp_path):
+    def sharded(index, count):
+        return chute.MapDataset.range(40).seed(1).shuffle().shard(index, count).to_iter_dataset()
+
+    it = iter(sharded(0, 1))
+    head = [next(it) for _ in range(6)]
+    with ocp.CheckpointManager(tmp_path) as manager:
+        manager.save(6, args=CheckpointSave(it))
+        manager.wait_until_finished()
+    item = tmp_path / "6" / "default"
+    reshard_directory(item, item, 2)
+    hosts = []
+    for index in range(2):
+        restorer = ocp.Checkpointer(CheckpointHandler(process_index=index, process_count=2))
+        hosts.append(restorer.restore(item, args=CheckpointRestore(iter(sharded(index, 2)))))
+    rest = [x for pair in zip(*hosts, strict=True) for x in pair]
+    assert head + rest == list(sharded(0, 1))
