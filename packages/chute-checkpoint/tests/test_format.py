@@ -274,9 +274,12 @@ def _valid():
         ),
         (lambda d: d.update(version=0), "f: unknown checkpoint format version 0."),
         (lambda d: d.pop("state"), "f: the key 'state' is missing."),
-        (lambda d: d.update(state=[1]), "f: 'state' must be a dict, got [1]."),
-        (lambda d: d.update(process_index=True), "f: 'process_index' must be a int, got True."),
-        (lambda d: d.update(fingerprint=5), "f: 'fingerprint' must be a str, got 5."),
+        (lambda d: d.update(state=[1]), "f: 'state' must be of type dict, got [1]."),
+        (
+            lambda d: d.update(process_index=True),
+            "f: 'process_index' must be of type int, got True.",
+        ),
+        (lambda d: d.update(fingerprint=5), "f: 'fingerprint' must be of type str, got 5."),
         (
             lambda d: d.update(process_index=1),
             "f: process_index must be in [0, process_count), got 1 of 1.",

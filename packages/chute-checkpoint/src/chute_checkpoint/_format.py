@@ -194,7 +194,7 @@ def validate_document(document: Any, where: str = "checkpoint") -> dict[str, Any
         value = document[key]
         if not isinstance(value, types) or isinstance(value, bool):
             raise CheckpointFormatError(
-                f"{where}: {key!r} must be a {types[0].__name__}, got {value!r:.100}."
+                f"{where}: {key!r} must be of type {types[0].__name__}, got {value!r:.100}."
             )
     index, count = document["process_index"], document["process_count"]
     if not 0 <= index < count:
