@@ -54,6 +54,11 @@ class SaveRestoreWithWorkers:
     def time_restore(self) -> None:
         chute_checkpoint.restore(self.it, self.folder)
 
+    def time_restore_then_next_batch(self) -> None:
+        """Restore, then the first batch after it (workers resume at the saved chunk)."""
+        chute_checkpoint.restore(self.it, self.folder)
+        next(self.it)
+
     def _json_dump(self) -> None:
         with open(self.plain, "w") as file:
             json.dump(self.document, file, indent=2)
