@@ -119,7 +119,7 @@ def _describe_iterator(iterator: object, depth: int) -> dict[str, Any]:
 def _wrapped(iterator: object) -> object | None:
     found = _attributes(iterator)
     for name in ("_parent", "parent", "_inner", "inner", "_iterator", "iterator"):
-        inner = found.get(name)
+        inner: object = found.get(name)
         if inner is None and isinstance(getattr(type(iterator), name, None), property):
             inner = getattr(iterator, name, None)
         if inner is not None and inner is not iterator and hasattr(inner, "get_state"):
