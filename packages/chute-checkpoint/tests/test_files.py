@@ -184,3 +184,28 @@ def test_save_then_restore_equals_the_uninterrupted_run(tmp_path_factory, size, 
     folder = tmp_path_factory.mktemp("ckpt")
     save(it, folder)
     assert head + _as_lists(restore(iter(ds), folder)) == expected
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    before=st.integers(0, 2),
+    after=st.integers(0, 3),
+    steps=st.integers(0, 40),
+    chunk=st.sampled_from([1, 4, 16]),
+)
+def test_a_saved_worker_state_resumes_exactly_with_any_worker_count(
+    tmp_path_factory, before, after, steps, chunk
+):
+    def pipeline(workers):
+        ds = chute.MapDataset.range(120).seed(9).shuffle().to_iter_dataset()
+        ds = ds.map(operator.neg).filter(operator.truth)
+        options = chute.MultiprocessingOptions(num_workers=workers)
+        return ds.mp_prefetch(options, chunk_size=chunk)
+
+    expected = list(pipeline(0))
+    it = iter(pipeline(before))
+    head = [x for x in (next(it, None) for _ in range(steps)) if x is not None]
+    folder = tmp_path_factory.mktemp("workers")
+    save(it, folder)
+    del it
+    assert head + list(restore(iter(pipeline(after)), folder)) == expected
