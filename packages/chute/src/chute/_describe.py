@@ -12,11 +12,11 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
+from chute_checkpoint import PIPELINE_ATTRIBUTE
+
 from ._pipeline import Stage
 
 __all__ = ["describe", "pipeline_description"]
-
-PIPELINE_ATTRIBUTE = "chute_pipeline"  # chute_checkpoint.PIPELINE_ATTRIBUTE
 
 
 def describe(iterator: Any, kind: str, stages: Sequence[Stage]) -> None:
