@@ -209,3 +209,24 @@ def test_a_saved_worker_state_resumes_exactly_with_any_worker_count(
     save(it, folder)
     del it
     assert head + list(restore(iter(pipeline(after)), folder)) == expected
+
+
+def test_a_data_loader_state_restores_with_another_worker_count(tmp_path):
+    def loader(workers):
+        sampler = chute.IndexSampler(
+            50, num_epochs=2, shard_options=chute.NoSharding(), shuffle=True, seed=4
+        )
+        return chute.DataLoader(
+            data_source=chute.RangeSource(50),
+            sampler=sampler,
+            operations=[chute.BatchTransform(4)],
+            worker_count=workers,
+            chunk_size=8,
+        )
+
+    expected = _as_lists(loader(0))
+    it = iter(loader(2))
+    head = _as_lists(next(it) for _ in range(9))
+    save(it, tmp_path)
+    del it
+    assert head + _as_lists(restore(iter(loader(0)), tmp_path)) == expected
