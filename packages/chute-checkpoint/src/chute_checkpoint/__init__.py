@@ -1,6 +1,100 @@
-"""chute's checkpoint layer.
+"""chute's checkpoint layer: versioned JSON iterator states, Orbax integration, resharding.
 
-Saving and restoring iterators. Not built yet; see the project's issue tracker.
+A checkpoint of an iterator is one small JSON document per process: its position
+(`get_state()`), a structural description of its pipeline and that description's
+fingerprint, checked on restore with an error naming the stage and parameter that
+differ. `save` / `restore` write and read such files atomically without Orbax;
+`CheckpointSave` / `CheckpointRestore` do the same inside an Orbax
+`CheckpointManager` (Orbax is imported on first use of those names); `reshard`
+redistributes the states of a stride-sharded pipeline to another number of processes.
+
+Example:
+    >>> import chute, tempfile
+    >>> import chute_checkpoint
+    >>> ds = chute.MapDataset.range(100).seed(1).shuffle().to_iter_dataset()
+    >>> it = iter(ds)
+    >>> _ = [next(it) for _ in range(10)]
+    >>> folder = tempfile.mkdtemp()
+    >>> _ = chute_checkpoint.save(it, folder)
+    >>> expected = list(it)
+    >>> list(chute_checkpoint.restore(iter(ds), folder)) == expected
+    True
 """
 
-__all__: list[str] = []
+from typing import TYPE_CHECKING, Any
+
+from ._describe import PERFORMANCE_PARAMETERS as PERFORMANCE_PARAMETERS
+from ._describe import PIPELINE_ATTRIBUTE as PIPELINE_ATTRIBUTE
+from ._describe import describe_pipeline as describe_pipeline
+from ._describe import describe_value as describe_value
+from ._describe import fingerprint as fingerprint
+from ._errors import CheckpointError as CheckpointError
+from ._errors import CheckpointFormatError as CheckpointFormatError
+from ._errors import CheckpointNotFoundError as CheckpointNotFoundError
+from ._errors import PipelineMismatchError as PipelineMismatchError
+from ._errors import ReshardError as ReshardError
+from ._files import read_document as read_document
+from ._files import restore as restore
+from ._files import save as save
+from ._files import state_file_name as state_file_name
+from ._files import write_atomic as write_atomic
+from ._format import FORMAT as FORMAT
+from ._format import FORMAT_VERSION as FORMAT_VERSION
+from ._format import apply_document as apply_document
+from ._format import dumps_document as dumps_document
+from ._format import loads_document as loads_document
+from ._format import make_document as make_document
+from ._format import pipeline_differences as pipeline_differences
+from ._format import validate_document as validate_document
+from ._reshard import reshard as reshard
+from ._reshard import reshard_directory as reshard_directory
+
+if TYPE_CHECKING:
+    from ._orbax import CheckpointHandler as CheckpointHandler
+    from ._orbax import CheckpointRestore as CheckpointRestore
+    from ._orbax import CheckpointSave as CheckpointSave
+
+_ORBAX = frozenset({"CheckpointHandler", "CheckpointRestore", "CheckpointSave"})
+
+
+def __getattr__(name: str) -> Any:
+    # Orbax imports JAX and takes seconds: load it when its names are first used.
+    if name not in _ORBAX:
+        raise AttributeError(f"module 'chute_checkpoint' has no attribute {name!r}")
+    from . import _orbax
+
+    value = getattr(_orbax, name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointFormatError",
+    "CheckpointHandler",
+    "CheckpointNotFoundError",
+    "CheckpointRestore",
+    "CheckpointSave",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "PERFORMANCE_PARAMETERS",
+    "PIPELINE_ATTRIBUTE",
+    "PipelineMismatchError",
+    "ReshardError",
+    "apply_document",
+    "describe_pipeline",
+    "describe_value",
+    "dumps_document",
+    "fingerprint",
+    "loads_document",
+    "make_document",
+    "pipeline_differences",
+    "read_document",
+    "reshard",
+    "reshard_directory",
+    "restore",
+    "save",
+    "state_file_name",
+    "validate_document",
+    "write_atomic",
+]

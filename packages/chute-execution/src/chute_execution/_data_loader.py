@@ -149,6 +149,7 @@ class DataLoader:
         self.chunk_size = check_count(chunk_size, "chunk_size", "DataLoader", minimum=1)
         self._seed = 0 if sampler.seed is None else sampler.seed
         self._chunk_ops, self._tail = self._compile(list(operations))
+        self._operations = tuple(operations)
 
     def _compile(self, operations: list[Any]) -> tuple[list[StreamOp], list[StreamOp]]:
         chunk_ops: list[StreamOp] = []
@@ -193,7 +194,29 @@ class DataLoader:
         for op, args, kwargs in self._tail:
             iterator = op(iterator, *args, **kwargs)
         result: IterNode[Any] = iterator
+        result.chute_pipeline = self._describe  # type: ignore[attr-defined]
         return result
+
+    def _describe(self) -> dict[str, Any]:
+        # The structure chute_checkpoint fingerprints (not the worker count: it never
+        # changes the elements).
+        sampler = self.sampler
+        sampling = {
+            "num_records": sampler.num_records,
+            "num_epochs": sampler.num_epochs,
+            "shard_options": sampler.shard_options,
+            "shuffle": sampler.shuffle,
+            "seed": sampler.seed,
+        }
+        return {
+            "kind": "DataLoader",
+            "stages": [
+                {"op": "data_source", "params": {"source": self.data_source}},
+                {"op": "sampler", "params": sampling},
+                *({"op": "operation", "params": {"transform": op}} for op in self._operations),
+                {"op": "chunks", "params": {"chunk_size": self.chunk_size}},
+            ],
+        }
 
     def __repr__(self) -> str:
         return (

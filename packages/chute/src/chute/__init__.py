@@ -50,6 +50,7 @@ from chute_transforms import MapWithIndexTransform as MapWithIndexTransform
 from chute_transforms import RandomMapTransform as RandomMapTransform
 from chute_transforms import batch_elements as batch_elements
 
+from . import checkpoint as checkpoint
 from . import experimental as experimental
 from ._data_loader import DataLoader as DataLoader
 from ._iter_dataset import IterDataset as IterDataset
@@ -69,6 +70,9 @@ if TYPE_CHECKING:
     from chute_sources import write_array_record as write_array_record
 
     ArrayRecordDataSource = ArrayRecordSource
+    from chute_checkpoint import CheckpointHandler as PyGrainCheckpointHandler
+    from chute_checkpoint import CheckpointRestore as PyGrainCheckpointRestore
+    from chute_checkpoint import CheckpointSave as PyGrainCheckpointSave
 
 # Names whose libraries take long to import (pyarrow, array_record) load on first use.
 _LAZY = {
@@ -82,11 +86,23 @@ _LAZY = {
 }
 
 
+# Grain's names of the Orbax args; Orbax (and JAX) load on first use.
+_CHECKPOINT = {
+    "PyGrainCheckpointHandler": "CheckpointHandler",
+    "PyGrainCheckpointRestore": "CheckpointRestore",
+    "PyGrainCheckpointSave": "CheckpointSave",
+}
+
+
 def __getattr__(name: str) -> Any:
     if name == "device":  # Imports jax, so only on first use.
         import importlib
 
         return importlib.import_module("chute.device")
+    if name in _CHECKPOINT:
+        found = getattr(checkpoint, _CHECKPOINT[name])
+        globals()[name] = found
+        return found
     if name not in _LAZY:
         raise AttributeError(f"module 'chute' has no attribute {name!r}")
     import chute_sources
@@ -122,6 +138,9 @@ __all__ = [
     "ParquetSource",
     "ParquetStream",
     "PerformanceConfig",
+    "PyGrainCheckpointHandler",
+    "PyGrainCheckpointRestore",
+    "PyGrainCheckpointSave",
     "RandomAccessDataSource",
     "RandomMapTransform",
     "RangeDataSource",
@@ -141,6 +160,7 @@ __all__ = [
     "WorkerTimeoutError",
     "__version__",
     "batch_elements",
+    "checkpoint",
     "decode_record",
     "device",
     "encode_record",

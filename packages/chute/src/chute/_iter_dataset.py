@@ -30,6 +30,7 @@ from chute_transforms import (
     UnbatchIter,
 )
 
+from ._describe import describe
 from ._factories import (
     EmptyIterator,
     Factory,
@@ -363,7 +364,11 @@ class IterDataset(Generic[T]):
         if chosen.num_workers:
             warm_up(chosen.start_method)  # Workers will then start in milliseconds.
         factory = MultiprocessFactory(plan, chosen, worker_init_fn, tail)
-        item = stage("mp_prefetch", num_workers=chosen.num_workers, chunk_size=chunk_size)
+        item = Stage(  # Its chunk_size is part of the state; the worker count is not.
+            "mp_prefetch",
+            (("num_workers", repr(chosen.num_workers)),),
+            raw=(("chunk_size", chunk_size),),
+        )
         return IterDataset(factory, seed=self._seed, stages=(*self._stages, item))
 
     def to_device(
@@ -430,6 +435,7 @@ class IterDataset(Generic[T]):
             RECORDER.reset(token)
         if progress:
             iterator = ProgressIterator(iterator)
+        describe(iterator, "IterDataset", self._stages)
         return iterator  # type: ignore[no-any-return]
 
     def __iter__(self) -> IterNode[T]:

@@ -118,7 +118,8 @@ class MapDataset(Generic[T]):
         node: RandomAccessDataSource[U] = source  # type: ignore[assignment]
         if type(source) is list or type(source) is tuple:
             node = SequenceSource(source)  # Hands out copies of dict/list records.
-        return MapDataset(node, stages=(Stage("source", (("", shown),)),))
+        item = Stage("source", (("", shown),), raw=(("source", source),))
+        return MapDataset(node, stages=(item,))
 
     @classmethod
     def range(cls, start: int, stop: int | None = None, step: int = 1) -> MapDataset[int]:
@@ -388,6 +389,7 @@ class MapDataset(Generic[T]):
             "select_from",
             (("selector", f"<{len(node)} choices>"),),
             tuple(d._stages for d in checked),
+            raw=(("selector", np.asarray(selector)),),
         )
         return MapDataset(node, stages=(item,))
 

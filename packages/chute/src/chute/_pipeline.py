@@ -31,6 +31,8 @@ class Stage:
     name: str
     params: tuple[tuple[str, str], ...] = ()
     inputs: tuple[tuple[Stage, ...], ...] = ()
+    raw: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), compare=False, repr=False)
+    """The parameters as objects, for checkpoint fingerprints (`params` when empty)."""
 
     def line(self) -> str:
         """The stage on one line, e.g. `shuffle(seed=3)`."""
@@ -40,7 +42,8 @@ class Stage:
 
 def stage(name: str, **params: Any) -> Stage:
     """Builds a `Stage`, showing each parameter with `repr` (functions by name)."""
-    return Stage(name, tuple((key, _show(value)) for key, value in params.items()))
+    shown = tuple((key, _show(value)) for key, value in params.items())
+    return Stage(name, shown, raw=tuple(params.items()))
 
 
 def _show(value: Any) -> str:

@@ -1,0 +1,324 @@
+"""Structural descriptions of pipelines: what a fingerprint hashes (never a `repr`).
+
+An iterator describes its pipeline through the attribute `chute_pipeline`: a
+zero-argument callable returning `{"kind": ..., "stages": [{"op": ..., "params": {...},
+"inputs": [[stage, ...], ...]}, ...]}` whose parameter values may be any objects
+(`chute.IterDataset` and `chute.DataLoader` iterators carry one). `describe_pipeline`
+turns the values into JSON that identifies them by structure:
+
+- numbers, strings, None, lists, dicts and ranges as themselves; NumPy arrays by dtype,
+  shape and a hash of their bytes (arrays over 1 MiB by dtype and shape only);
+- functions and classes by `module.qualname`; `functools.partial` by its function and
+  arguments; bound methods by their function and object;
+- dataclasses by class and fields; other objects by class, length, data files (name
+  and size) and identity-like attributes (ranges, arrays, files, dataclasses, chute
+  objects); transform objects also by their public numbers, strings and flags, while
+  sources never by such scalars (counters and flags that change while reading);
+- performance knobs (`PERFORMANCE_PARAMETERS`: worker and thread counts, buffer sizes)
+  are left out: they never change the elements, so a checkpoint restores across them.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import enum
+import functools
+import hashlib
+import inspect
+import json
+import math
+import os
+import sys
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "PERFORMANCE_PARAMETERS",
+    "PIPELINE_ATTRIBUTE",
+    "describe_pipeline",
+    "describe_value",
+    "fingerprint",
+]
+
+PIPELINE_ATTRIBUTE = "chute_pipeline"
+"""The iterator attribute holding a zero-argument callable that describes its pipeline."""
+
+PERFORMANCE_PARAMETERS = frozenset(
+    {
+        "buffer_size",
+        "cpu_buffer_size",
+        "device",  # to_device: where batches go, not which (differs with the host count).
+        "device_buffer_size",
+        "lockstep",
+        "num_threads",
+        "num_workers",
+        "per_worker_buffer_size",
+        "read_options",
+        "rows",  # batch(sharding=...): this process's part of each global batch.
+        "worker_buffer_size",
+        "worker_count",
+    }
+)
+"""Stage parameters that never change the elements; left out of descriptions."""
+
+_PLAIN = (int, float, str, bool, type(None))
+_SMALL_ARRAY = 1 << 20
+_LONG_SEQUENCE = 64
+_MAX_DEPTH = 4
+_MAX_WRAPPERS = 16
+_CACHE: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def describe_pipeline(iterator: object) -> dict[str, Any]:
+    """The JSON structural description of the pipeline that `iterator` runs.
+
+    An iterator without a description that wraps one (in an attribute `parent`,
+    `inner` or `iterator`, with or without a leading underscore) is described as the
+    wrapped pipeline plus a stage naming the wrapper's class; any other iterator by its
+    class only. Descriptions are computed once per iterator (sources do not change
+    while read).
+
+    Example:
+        >>> import chute
+        >>> it = iter(chute.MapDataset.range(4).shuffle(seed=3).to_iter_dataset())
+        >>> [(s["op"], s["params"]) for s in describe_pipeline(it)["stages"]][:2]
+        [('source', {'source': {'class': 'chute_sources.RangeSource', 'len': 4, \
+'attributes': {'_range': {'range': [0, 4, 1]}}}}), ('shuffle', {'seed': 3})]
+    """
+    try:
+        cached = _CACHE.get(iterator)
+    except TypeError:  # Not weakly referenceable or not hashable: no cache.
+        cached = None
+    if cached is None:
+        cached = _describe_iterator(iterator, 0)
+        try:
+            _CACHE[iterator] = cached
+        except TypeError:
+            pass
+    return copy.deepcopy(cached)
+
+
+def _describe_iterator(iterator: object, depth: int) -> dict[str, Any]:
+    make = getattr(iterator, PIPELINE_ATTRIBUTE, None)
+    if make is None:
+        inner = _wrapped(iterator)
+        if inner is None or depth >= _MAX_WRAPPERS:
+            return {"kind": "iterator", "class": _qualified(type(iterator)), "stages": []}
+        described = _describe_iterator(inner, depth + 1)
+        wrapper = {"op": "wrapper", "params": {"class": _qualified(type(iterator))}}
+        described["stages"].append(wrapper)
+        return described
+    raw = make() if callable(make) else make
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("stages"), list | tuple):
+        raise TypeError(
+            f"{type(iterator).__name__}.{PIPELINE_ATTRIBUTE} must describe the pipeline as "
+            f"{{'kind': ..., 'stages': [...]}}, got {raw!r:.200}."
+        )
+    return {"kind": str(raw.get("kind", "pipeline")), "stages": _stages(raw["stages"])}
+
+
+def _wrapped(iterator: object) -> object | None:
+    found = _attributes(iterator)
+    for name in ("_parent", "parent", "_inner", "inner", "_iterator", "iterator"):
+        inner: object = found.get(name)
+        if inner is None and isinstance(getattr(type(iterator), name, None), property):
+            inner = getattr(iterator, name, None)
+        if inner is not None and inner is not iterator and hasattr(inner, "get_state"):
+            return inner
+    return None
+
+
+def _stages(stages: Any) -> list[dict[str, Any]]:
+    described = []
+    for item in stages:
+        params = item.get("params", {})
+        entry: dict[str, Any] = {
+            "op": str(item["op"]),
+            "params": {
+                str(key): describe_value(value)
+                for key, value in dict(params).items()
+                if key not in PERFORMANCE_PARAMETERS
+            },
+        }
+        inputs = item.get("inputs", ())
+        if inputs:
+            entry["inputs"] = [_stages(branch) for branch in inputs]
+        described.append(entry)
+    return described
+
+
+def fingerprint(pipeline: Mapping[str, Any]) -> str:
+    """A hash of a JSON pipeline description (hex BLAKE2b of its canonical JSON).
+
+    Example:
+        >>> fingerprint({"kind": "x", "stages": []}) == fingerprint({"stages": [], "kind": "x"})
+        True
+    """
+    text = json.dumps(pipeline, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def describe_value(value: Any, depth: int = 0) -> Any:
+    """A JSON value that identifies `value` by structure (see the module docs).
+
+    Example:
+        >>> import functools, operator
+        >>> describe_value(functools.partial(operator.add, 1))
+        {'partial': {'function': 'operator.add'}, 'args': [1], 'keywords': {}}
+        >>> describe_value(range(2, 9, 3))
+        {'range': [2, 9, 3]}
+    """
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return _describe_path(value) if _is_data_file(value) else value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, np.generic):
+        return describe_value(value.item(), depth)
+    if isinstance(value, np.ndarray):
+        return _describe_array(value)
+    if isinstance(value, np.dtype):
+        return {"dtype": str(value)}
+    if isinstance(value, bytes | bytearray | memoryview):
+        data = bytes(value)
+        return {"bytes": len(data), "blake2b": hashlib.blake2b(data, digest_size=16).hexdigest()}
+    if isinstance(value, range):
+        return {"range": [value.start, value.stop, value.step]}
+    if isinstance(value, os.PathLike):
+        return _describe_path(os.fspath(value))
+    if depth > _MAX_DEPTH:
+        return {"class": _qualified(type(value))}
+    if isinstance(value, list | tuple):
+        return _describe_sequence(value, depth)
+    if isinstance(value, Mapping):
+        return {str(key): describe_value(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, set | frozenset):
+        items = [describe_value(item, depth + 1) for item in value]
+        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+    if isinstance(value, enum.Enum):
+        return {"enum": _qualified(type(value)), "name": value.name}
+    return _describe_object(value, depth)
+
+
+def _describe_object(value: Any, depth: int) -> Any:
+    if isinstance(value, functools.partial):
+        return {
+            "partial": describe_value(value.func, depth + 1),
+            "args": [describe_value(arg, depth + 1) for arg in value.args],
+            "keywords": {
+                key: describe_value(arg, depth + 1) for key, arg in value.keywords.items()
+            },
+        }
+    if isinstance(value, type):
+        return {"class": _qualified(value)}
+    if inspect.ismethod(value):
+        return {
+            "method": _qualified(value.__func__),
+            "self": describe_value(value.__self__, depth + 1),
+        }
+    if callable(value) and hasattr(value, "__qualname__"):
+        return {"function": _qualified(value)}
+    if dataclasses.is_dataclass(value):
+        fields = {
+            field.name: describe_value(getattr(value, field.name), depth + 1)
+            for field in dataclasses.fields(value)
+        }
+        return {"class": _qualified(type(value)), "fields": fields}
+    described: dict[str, Any] = {"class": _qualified(type(value))}
+    if hasattr(type(value), "__len__"):
+        try:
+            described["len"] = len(value)
+        except Exception:  # An endless or closed source: its class identifies it.
+            pass
+    source = hasattr(type(value), "__getitem__") and hasattr(type(value), "__len__")
+    attributes = {
+        name: describe_value(item, depth + 1)
+        for name, item in sorted(_attributes(value).items())
+        if _identity_like(item, depth)
+        or (not source and not name.startswith("_") and isinstance(item, _PLAIN))
+    }
+    if attributes:
+        described["attributes"] = attributes
+    return described
+
+
+def _attributes(value: Any) -> dict[str, Any]:
+    found = dict(getattr(value, "__dict__", {}))
+    for cls in type(value).__mro__:
+        for name in getattr(cls, "__slots__", ()):
+            if name not in found and hasattr(value, name):
+                found[name] = getattr(value, name)
+    return {name: item for name, item in found.items() if not name.startswith("__")}
+
+
+def _identity_like(value: Any, depth: int) -> bool:
+    """Whether an attribute says which data an object reads (not how far it got)."""
+    if isinstance(value, range | np.ndarray | os.PathLike):
+        return True
+    if isinstance(value, str):
+        return _is_data_file(value)
+    if isinstance(value, list | tuple):
+        return bool(value) and all(_identity_like(item, depth) for item in value[:_LONG_SEQUENCE])
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return True
+    module = type(value).__module__ or ""
+    return depth < _MAX_DEPTH and module.split(".")[0].startswith("chute")
+
+
+def _is_data_file(text: str) -> bool:
+    return os.sep in text and not text.startswith("/dev/shm") and os.path.isfile(text)
+
+
+def _describe_path(path: str) -> Any:
+    if path.startswith("/dev/shm") or not os.path.isfile(path):
+        return {"path": os.path.basename(path)}
+    return {"file": os.path.basename(path), "size": os.path.getsize(path)}
+
+
+def _describe_sequence(value: list[Any] | tuple[Any, ...], depth: int) -> Any:
+    if len(value) <= _LONG_SEQUENCE:
+        if all(isinstance(item, str) and _is_data_file(item) for item in value) and value:
+            return [_describe_path(item) for item in value]
+        return [describe_value(item, depth + 1) for item in value]
+    # Long: an in-memory source or a selector. Scalars are hashed (cheaply, as JSON);
+    # records are identified by type and length, like any source.
+    described: dict[str, Any] = {"sequence": type(value).__name__, "len": len(value)}
+    if all(isinstance(item, _PLAIN) for item in value):
+        text = json.dumps(value).encode()
+        described["blake2b"] = hashlib.blake2b(text, digest_size=16).hexdigest()
+    return described
+
+
+def _describe_array(array: np.ndarray[Any, Any]) -> dict[str, Any]:
+    described: dict[str, Any] = {"array": str(array.dtype), "shape": list(array.shape)}
+    if array.nbytes <= _SMALL_ARRAY and array.dtype != object:
+        data = np.ascontiguousarray(array).tobytes()
+        described["blake2b"] = hashlib.blake2b(data, digest_size=16).hexdigest()
+    return described
+
+
+def _qualified(obj: Any) -> str:
+    """`module.qualname`, by the shortest public module that exports `obj`.
+
+    So `chute_sources._range.RangeSource` is `chute_sources.RangeSource` and
+    `_operator.neg` is `operator.neg`: moving code between private modules keeps
+    fingerprints, hence checkpoints, valid.
+    """
+    module = getattr(obj, "__module__", None) or "?"
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    name = name or type(obj).__qualname__
+    parts = module.split(".")
+    candidates = [".".join(parts[:size]) for size in range(1, len(parts))]
+    candidates.append(module.lstrip("_"))
+    for candidate in candidates:
+        found = sys.modules.get(candidate)
+        if found is not None and "." not in name and getattr(found, name, None) is obj:
+            return f"{candidate}.{name}"
+    return f"{module}.{name}"

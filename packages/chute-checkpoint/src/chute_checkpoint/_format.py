@@ -1,0 +1,315 @@
+"""The state document: versioned JSON with a pipeline fingerprint, validated on load.
+
+Format version 1 (today's), one document per process:
+
+    {"format": "chute-iterator-state", "version": 1,
+     "fingerprint": "<BLAKE2b of the pipeline description>",
+     "pipeline": {"kind": ..., "stages": [...]},   # see chute_checkpoint._describe
+     "state": {...},                               # iterator.get_state()
+     "process_index": 0, "process_count": 1}
+
+A newer format gets a higher version and an entry in `_UPGRADES` that turns a document
+of the version before into it, so files written today keep loading.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from chute_sources import CheckpointableIterator
+
+from ._describe import describe_pipeline, fingerprint
+from ._errors import CheckpointError, CheckpointFormatError, PipelineMismatchError
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "apply_document",
+    "dumps_document",
+    "loads_document",
+    "make_document",
+    "pipeline_differences",
+    "process_position",
+    "validate_document",
+]
+
+FORMAT = "chute-iterator-state"
+"""The value of the `format` key that marks a chute checkpoint."""
+FORMAT_VERSION = 1
+"""The version written today; every version from 1 up to it loads."""
+
+_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+"""`version -> function` turning a document of that version into one of the next."""
+
+_REQUIRED: dict[str, tuple[type, ...]] = {
+    "fingerprint": (str,),
+    "pipeline": (dict,),
+    "state": (dict,),
+    "process_index": (int,),
+    "process_count": (int,),
+}
+
+
+def process_position(index: int | None = None, count: int | None = None) -> tuple[int, int]:
+    """`(process_index, process_count)`: the arguments, else JAX's, else `(0, 1)`.
+
+    JAX is asked only when it is already imported (this never imports it).
+
+    Example:
+        >>> process_position(1, 4)
+        (1, 4)
+    """
+    if index is None or count is None:
+        jax = sys.modules.get("jax")
+        found = (jax.process_index(), jax.process_count()) if jax is not None else (0, 1)
+        index = found[0] if index is None else index
+        count = found[1] if count is None else count
+    index, count = operator.index(index), operator.index(count)
+    if not 0 <= index < count:
+        raise ValueError(
+            f"process_index must be in [0, process_count), got process_index={index}, "
+            f"process_count={count}."
+        )
+    return index, count
+
+
+def make_document(
+    iterator: CheckpointableIterator[Any],
+    process_index: int | None = None,
+    process_count: int | None = None,
+) -> dict[str, Any]:
+    """The state document of `iterator` now (its state, pipeline and fingerprint).
+
+    Example:
+        >>> import chute
+        >>> it = iter(chute.MapDataset.range(5).to_iter_dataset())
+        >>> _ = next(it)
+        >>> document = make_document(it)
+        >>> document["version"], document["state"], document["process_count"]
+        (1, {'position': 1}, 1)
+    """
+    index, count = process_position(process_index, process_count)
+    pipeline = describe_pipeline(iterator)
+    document = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "fingerprint": fingerprint(pipeline),
+        "pipeline": pipeline,
+        "state": iterator.get_state(),
+        "process_index": index,
+        "process_count": count,
+    }
+    try:
+        json.dumps(document, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(
+            f"the state of {type(iterator).__name__} is not plain JSON ({error}); "
+            f"get_state() must return dicts, lists, strings, finite numbers, bools and None."
+        ) from error
+    return document
+
+
+def dumps_document(document: Mapping[str, Any]) -> str:
+    """The document as JSON text (indented, one trailing newline).
+
+    Example:
+        >>> print(dumps_document({"version": 1}), end="")
+        {
+          "version": 1
+        }
+    """
+    return json.dumps(document, indent=2, allow_nan=False) + "\n"
+
+
+def loads_document(text: str | bytes, where: str = "checkpoint") -> dict[str, Any]:
+    """Parses and validates a state document (see `validate_document`).
+
+    Raises:
+        CheckpointFormatError: the text is not JSON (e.g. truncated) or not a valid
+            document.
+
+    Example:
+        >>> try:
+        ...     loads_document('{"version": 1', "state.json")
+        ... except CheckpointFormatError as error:
+        ...     print(error)  # doctest: +ELLIPSIS
+        state.json: not valid JSON (truncated or corrupt?): Expecting ',' delimiter: ...
+    """
+    try:
+        document = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise CheckpointFormatError(
+            f"{where}: not valid JSON (truncated or corrupt?): {error}"
+        ) from error
+    return validate_document(document, where)
+
+
+def validate_document(document: Any, where: str = "checkpoint") -> dict[str, Any]:
+    """Checks a parsed document's keys, types, version and fingerprint; upgrades old ones.
+
+    Returns:
+        The document in today's format version.
+
+    Raises:
+        CheckpointFormatError: what is wrong, e.g. a foreign file, a missing key, a
+            version newer than this chute reads, or a fingerprint that does not match
+            the pipeline description (an edited or corrupt file).
+
+    Example:
+        >>> try:
+        ...     validate_document({"version": 2, "last_seen_indices": {}}, "grain.json")
+        ... except CheckpointFormatError as error:
+        ...     print(error)  # doctest: +ELLIPSIS
+        grain.json: not a chute checkpoint: expected "format": "chute-iterator-state", ...
+    """
+    if not isinstance(document, dict):
+        raise CheckpointFormatError(
+            f"{where}: a chute checkpoint is a JSON object, got a {type(document).__name__}."
+        )
+    if document.get("format") != FORMAT:
+        raise CheckpointFormatError(
+            f'{where}: not a chute checkpoint: expected "format": "{FORMAT}", found the keys '
+            f"{sorted(document)}."
+        )
+    version = document.get("version")
+    if type(version) is not int:
+        raise CheckpointFormatError(f"{where}: 'version' must be an integer, got {version!r}.")
+    if version > FORMAT_VERSION:
+        raise CheckpointFormatError(
+            f"{where}: written in checkpoint format version {version} by a newer chute; this "
+            f"chute reads versions 1 to {FORMAT_VERSION}. Upgrade chute to restore it."
+        )
+    if version < 1:
+        raise CheckpointFormatError(f"{where}: unknown checkpoint format version {version}.")
+    while version < FORMAT_VERSION:
+        document = _UPGRADES[version](document)
+        version = document["version"]
+    for key, types in _REQUIRED.items():
+        if key not in document:
+            raise CheckpointFormatError(f"{where}: the key {key!r} is missing.")
+        value = document[key]
+        if not isinstance(value, types) or isinstance(value, bool):
+            raise CheckpointFormatError(
+                f"{where}: {key!r} must be of type {types[0].__name__}, got {value!r:.100}."
+            )
+    index, count = document["process_index"], document["process_count"]
+    if not 0 <= index < count:
+        raise CheckpointFormatError(
+            f"{where}: process_index must be in [0, process_count), got {index} of {count}."
+        )
+    if not isinstance(document["pipeline"].get("stages"), list):
+        raise CheckpointFormatError(f"{where}: 'pipeline' must have a list of 'stages'.")
+    try:
+        expected = fingerprint(document["pipeline"])
+    except (TypeError, ValueError) as error:
+        raise CheckpointFormatError(f"{where}: 'pipeline' is not plain JSON: {error}") from error
+    if expected != document["fingerprint"]:
+        raise CheckpointFormatError(
+            f"{where}: the fingerprint {document['fingerprint']!r} does not match the "
+            f"pipeline description (hash {expected!r}): the file was edited or is corrupt."
+        )
+    result: dict[str, Any] = document
+    return result
+
+
+def apply_document(
+    iterator: CheckpointableIterator[Any],
+    document: Mapping[str, Any],
+    *,
+    check_pipeline: bool = True,
+    where: str = "checkpoint",
+) -> None:
+    """Moves `iterator` to the document's state, after checking the pipeline is the same.
+
+    Raises:
+        PipelineMismatchError: the iterator's pipeline differs from the checkpoint's (the
+            message names the stage and parameter); `check_pipeline=False` skips this.
+
+    Example:
+        >>> import chute
+        >>> ds = chute.MapDataset.range(5).to_iter_dataset()
+        >>> it = iter(ds)
+        >>> _ = next(it), next(it)
+        >>> fresh = iter(ds)
+        >>> apply_document(fresh, make_document(it))
+        >>> next(fresh)
+        2
+    """
+    if check_pipeline:
+        current = describe_pipeline(iterator)
+        if fingerprint(current) != document["fingerprint"]:
+            differences = pipeline_differences(document["pipeline"], current) or [
+                f"the fingerprints differ: {document['fingerprint']} != {fingerprint(current)}"
+            ]
+            listed = "\n".join(f"  - {line}" for line in differences)
+            raise PipelineMismatchError(
+                f"{where}: the checkpoint was saved from a different pipeline than this "
+                f"iterator's:\n{listed}\nRestore into an iterator of the same pipeline, or pass "
+                "check_pipeline=False to restore the position anyway."
+            )
+    iterator.set_state(document["state"])
+
+
+def pipeline_differences(
+    saved: Mapping[str, Any], current: Mapping[str, Any], limit: int = 5
+) -> list[str]:
+    """What differs between two pipeline descriptions, one line each (at most `limit`).
+
+    Example:
+        >>> a = {"kind": "IterDataset", "stages": [{"op": "shuffle", "params": {"seed": 1}}]}
+        >>> b = {"kind": "IterDataset", "stages": [{"op": "shuffle", "params": {"seed": 2}}]}
+        >>> pipeline_differences(a, b)
+        ["stage 0 (shuffle): parameter 'seed' differs: the checkpoint has 1, this pipeline has 2"]
+    """
+    found: list[str] = []
+    for key in ("kind", "class"):
+        if saved.get(key) != current.get(key):
+            found.append(
+                f"the pipeline {key} differs: the checkpoint has {_show(saved.get(key))}, this "
+                f"pipeline has {_show(current.get(key))}"
+            )
+    _diff_stages(list(saved.get("stages", [])), list(current.get("stages", [])), "", found)
+    return found[:limit]
+
+
+def _diff_stages(saved: list[Any], current: list[Any], where: str, found: list[str]) -> None:
+    for number, (old, new) in enumerate(zip(saved, current, strict=False)):
+        if old.get("op") != new.get("op"):
+            found.append(
+                f"{where}stage {number}: the checkpoint has {old.get('op')!r}, this pipeline "
+                f"has {new.get('op')!r}"
+            )
+            return  # The stages after a changed one would all be reported; stop here.
+        label = f"{where}stage {number} ({new.get('op')})"
+        old_params, new_params = old.get("params", {}), new.get("params", {})
+        for key in sorted(set(old_params) | set(new_params)):
+            before = _show(old_params[key]) if key in old_params else "no such parameter"
+            after = _show(new_params[key]) if key in new_params else "no such parameter"
+            if key not in old_params or key not in new_params or before != after:
+                found.append(
+                    f"{label}: parameter {key!r} differs: the checkpoint has {before}, this "
+                    f"pipeline has {after}"
+                )
+        old_inputs, new_inputs = old.get("inputs", []), new.get("inputs", [])
+        if len(old_inputs) != len(new_inputs):
+            found.append(
+                f"{label}: the checkpoint has {len(old_inputs)} inputs, this pipeline has "
+                f"{len(new_inputs)}"
+            )
+        for branch, (a, b) in enumerate(zip(old_inputs, new_inputs, strict=False)):
+            _diff_stages(a, b, f"{label} input [{branch}]: ", found)
+    if len(saved) > len(current):
+        missing = ", ".join(str(item.get("op")) for item in saved[len(current) :])
+        found.append(f"{where}the checkpoint has more stages; this pipeline lacks: {missing}")
+    elif len(current) > len(saved):
+        extra = ", ".join(str(item.get("op")) for item in current[len(saved) :])
+        found.append(f"{where}this pipeline has stages the checkpoint lacks: {extra}")
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 200 else text[:197] + "..."
