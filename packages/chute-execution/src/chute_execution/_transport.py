@@ -52,9 +52,9 @@ def _receive_release(connection: Connection, writer: SlabWriter, seconds: float)
         command, value = connection.recv()
     except EOFError:
         raise BrokenPipeError("serve_writes: the consumer closed the connection") from None
-    if command != "release":
+    if command not in ("release", "lease"):
         raise RuntimeError(f"serve_writes: expected a release while waiting, got {command!r}")
-    writer.release(value)
+    (writer.release if command == "release" else writer.lease)(value)
 
 
 def serve_writes(
@@ -66,6 +66,7 @@ def serve_writes(
 
     - `("write", obj)`: writes `obj` and sends back its `SlabMessage` (or the exception).
     - `("release", token)`: releases a slab; also accepted while a write waits for one.
+    - `("lease", token)`: the consumer keeps the slab (views into it) until a release.
     - `("stop", close)`: returns; closes the writer first if `close`, else leaves the
       clean-up to the writer's finalizers.
 
@@ -98,6 +99,8 @@ def serve_writes(
             connection.send(reply)
         elif command == "release":
             writer.release(value)
+        elif command == "lease":
+            writer.lease(value)
         elif command == "stop":
             if value:
                 writer.close()
