@@ -223,9 +223,14 @@ class IterDataset(Generic[T]):
             params["pad"] = True
         if batch_fn is not None:
             params["batch_fn"] = batch_fn
+        item = stage("batch", **params)
+        if isinstance(self._factory, MultiprocessFactory) and batch_fn is None:
+            fused = self._factory.with_batch_after(item.line(), batch_size, drop_remainder, pad)
+            if fused is not None:  # Stacked by the workers, straight into shared memory.
+                return IterDataset(fused, seed=self._seed, stages=(*self._stages, item))
         return self._then(
             BatchIter,
-            stage("batch", **params),
+            item,
             batch_size,
             drop_remainder=drop_remainder,
             pad=pad,
