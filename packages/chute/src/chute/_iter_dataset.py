@@ -11,7 +11,7 @@ from chute_execution import (
     MultiprocessingOptions,
     ThreadPrefetchIter,
 )
-from chute_execution._worker_pool import warm_up
+from chute_execution._worker_pool import add_preload, warm_up
 from chute_samplers import IterNode, WindowShuffleIter
 from chute_sources import CheckpointableIterator
 from chute_transforms import (
@@ -354,6 +354,7 @@ class IterDataset(Generic[T]):
         chosen = options if options is not None else MultiprocessingOptions()
         plan, tail = split_for_workers(self._factory, chunk_size)
         if chosen.num_workers:
+            add_preload("chute")  # Workers re-import the main module, which imports chute.
             warm_up(chosen.start_method)  # Workers will then start in milliseconds.
         factory = MultiprocessFactory(plan, chosen, worker_init_fn, tail)
         item = stage("mp_prefetch", num_workers=chosen.num_workers)
