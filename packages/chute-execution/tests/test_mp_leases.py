@@ -8,6 +8,7 @@ are gone, the slabs go back to the workers, and nothing is left in `/dev/shm`.
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 
 import numpy as np
@@ -46,6 +47,12 @@ def _dataset(n: int, workers: int, batch: int = 2) -> chute.IterDataset:
     )
 
 
+def _in_shared_memory(array: np.ndarray) -> bool:
+    """Whether `array` is a view into a mapped slab (its base's base is the mapping)."""
+    base = array.base
+    return isinstance(base, np.ndarray) and isinstance(base.base, (mmap.mmap, memoryview))
+
+
 def _assert_batch(batch: np.ndarray, index: int, size: int = 2) -> None:
     assert batch.shape == (size, ROW)
     for row in range(size):
@@ -61,10 +68,29 @@ def test_held_batches_stay_valid_and_unchanged_while_workers_go_on():
         _assert_batch(batch, index)
 
 
+def test_held_elements_without_batching_stay_valid_too():
+    options = MultiprocessingOptions(num_workers=2, per_worker_buffer_size=1)
+    ds = chute.MapDataset.range(100).to_iter_dataset().map(FullArray(ROW)).mp_prefetch(options)
+    elements = list(ds)
+    assert _in_shared_memory(elements[0])
+    for index, element in enumerate(elements):
+        assert element.shape == (ROW,) and (element == index).all()
+
+
+@pytest.mark.parametrize("slabs", [0, 3])
+def test_past_the_lease_budget_batches_are_copied_and_all_stay_valid(monkeypatch, slabs):
+    budget = slabs * 4 * 2**20  # Slabs of the default 4 MiB hold these 2 MiB chunks.
+    monkeypatch.setattr("chute_execution._mp_prefetch.default_budget", lambda: budget)
+    batches = list(_dataset(200, workers=2))
+    assert sum(not _in_shared_memory(batch) for batch in batches) >= 100 - slabs
+    for index, batch in enumerate(batches):
+        _assert_batch(batch, index)
+
+
 def test_held_batches_are_views_into_shared_memory_not_copies():
     it = iter(_dataset(8, workers=1))
     first = next(it)
-    assert not first.flags.owndata
+    assert _in_shared_memory(first)
     assert first.flags.writeable
     rest = list(it)
     for index, batch in enumerate([first, *rest]):
