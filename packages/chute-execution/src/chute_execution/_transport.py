@@ -8,6 +8,11 @@ into fresh memory, rebuilds the result, and sends `message.token` back so the wo
 `SlabWriter.release` can reuse the slab. Array data is never pickled; a slab is reused
 for message after message, so its pages are faulted in once.
 
+Large results need not be copied at all: `SlabReader.read_leased` rebuilds them as views
+into the slab, which the worker keeps out of its pool (`SlabWriter.lease`) until the
+consumer reports the views gone (`release`). And a worker can build a batch right in a
+slab (`SlabWriter.arena`), so that writing it copies nothing either.
+
 Trust boundary: `read` unpickles, which can run any code the stream names. It is only
 for messages from this program's own worker processes; chute never unpickles data files
 or bytes from the network.
