@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import timeit
@@ -104,6 +107,65 @@ class LargeArrays:
 
     track_ratio_to_memcpy.unit = "ratio"  # type: ignore[attr-defined]
 
+    def _steady_seconds_per_batch(self) -> float:
+        """Seconds per batch once the first batch is in (no worker start, no slab growth)."""
+        it = iter(self.ds)
+        next(it)
+        start, count = time.perf_counter(), 0
+        for _ in it:
+            count += 1
+        return (time.perf_counter() - start) / count
+
+    def track_steady_ratio_to_memcpy(self) -> float:
+        """Like `track_ratio_to_memcpy`, without starting the workers (median of 3)."""
+        per_batch = statistics.median(self._steady_seconds_per_batch() for _ in range(3))
+        return median_seconds(self._memcpy, repeats=5) / (ARRAYS // 8) / per_batch
+
+    track_steady_ratio_to_memcpy.unit = "ratio"  # type: ignore[attr-defined]
+
+
+_COLD = """
+import time
+start = time.perf_counter()
+import operator, chute
+
+
+def main():
+    ds = chute.MapDataset.range(1024).to_iter_dataset().map(operator.neg)
+    ds = ds.mp_prefetch(chute.MultiprocessingOptions(num_workers=2)).batch(32)
+    before = time.perf_counter()
+    it = iter(ds)
+    next(it)
+    print(time.perf_counter() - before, time.perf_counter() - start)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def cold_first_batch() -> tuple[float, float, float]:
+    """A fresh process runs a script that imports chute and gets a first batch.
+
+    A script, like a training job: the workers re-import it (as `spawn` does).
+
+    Returns:
+        Seconds from `iter()` to the first batch (2 workers, fork server not yet
+        started), from the start of the script to it, and of the whole process
+        (interpreter start and exit included).
+    """
+    with tempfile.TemporaryDirectory(prefix="chute-bench-cold-") as folder:
+        script = os.path.join(folder, "first_batch.py")
+        with open(script, "w") as f:
+            f.write(_COLD)
+        start = time.perf_counter()
+        out = subprocess.run(
+            [sys.executable, script], capture_output=True, text=True, check=True
+        ).stdout
+        whole = time.perf_counter() - start
+    first, total = map(float, out.split())
+    return first, total, whole
+
 
 class TimeToFirstBatch:
     """Seconds from `iter()` to the first batch with 2 workers (fresh processes)."""
@@ -120,6 +182,18 @@ class TimeToFirstBatch:
         it = iter(self.ds)
         next(it)
         del it  # Stops the workers (they are tied to the iterator's lifetime).
+
+    def track_cold_first_batch_seconds(self) -> float:
+        """From `iter()` to the first batch in a fresh process (fork server cold)."""
+        return statistics.median(cold_first_batch()[0] for _ in range(3))
+
+    track_cold_first_batch_seconds.unit = "seconds"  # type: ignore[attr-defined]
+
+    def track_cold_process_seconds(self) -> float:
+        """A whole fresh process: start, import chute, first batch, exit."""
+        return statistics.median(cold_first_batch()[2] for _ in range(3))
+
+    track_cold_process_seconds.unit = "seconds"  # type: ignore[attr-defined]
 
 
 class ImagePipeline:

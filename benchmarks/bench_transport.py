@@ -58,8 +58,25 @@ class LargeArrays:
     def _memcpy(self) -> None:
         np.copyto(self.target, self.source)
 
+    def _leased_round_trip(self) -> object:
+        """Copied into the slab once, read as views leased until the result is dropped."""
+        message = self.writer.write(self.batch)
+        self.writer.lease(message.token)
+        result = self.reader.read_leased(message, lambda: self.writer.release(message.token))
+        return result  # Dropped by the caller: the lease ends and the slab is free.
+
     def time_write_and_read_batch(self, batch: str) -> None:
         self._round_trip()
+
+    def time_write_and_read_batch_leased(self, batch: str) -> None:
+        """One copy (into the slab) and views out of it: what `mp_prefetch` does."""
+        self._leased_round_trip()
+
+    def track_ratio_leased_to_memcpy(self, batch: str) -> float:
+        """Throughput of the leased round trip over one `np.copyto` (ceiling ~1: one copy)."""
+        return median_ratio(self._leased_round_trip, self._memcpy)
+
+    track_ratio_leased_to_memcpy.unit = "ratio"  # type: ignore[attr-defined]
 
     def track_megabytes_per_second(self, batch: str) -> float:
         """Batch bytes through writer and reader per second (1 MB = 1e6 bytes)."""

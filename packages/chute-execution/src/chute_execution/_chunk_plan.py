@@ -18,11 +18,12 @@ import numpy as np
 
 from chute_samplers import IterNode, fetch
 from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
-from chute_transforms import batch_elements
+from chute_transforms import BatchError, batch_elements
+from chute_transforms._batch import Allocate, stacking_into
 
 from ._checks import check_count, check_dataset
 
-__all__ = ["ChunkPlan", "ChunkResult", "StreamOp"]
+__all__ = ["ChunkPlan", "ChunkResult", "StreamOp", "Unstacked"]
 
 StreamOp = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 """An elementwise stream op: `(op_class, args, kwargs)`, applied as `op(parent, *a, **k)`."""
@@ -30,6 +31,19 @@ StreamOp = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 ChunkResult = tuple[Any, list[tuple[int, ...] | None]]
 """The outputs of one chunk (a list, or with `stack` one batch of them, None if there
 are none), and the origin of each output."""
+
+
+class Unstacked(list):  # type: ignore[type-arg]
+    """The outputs of a chunk that `stack` could not stack as one batch, as a list.
+
+    Batches may differ in shape from one another (only the elements of one batch must
+    agree), so a chunk holding several batches may not stack: its consumer then
+    batches these outputs itself, exactly as if nothing had been stacked.
+
+    Example:
+        >>> Unstacked([1, 2])
+        [1, 2]
+    """
 
 
 _READERS: dict[int, ThreadPoolExecutor] = {}
@@ -98,7 +112,8 @@ class ChunkPlan:
         chunk_size: base positions per chunk (fixed: it does not depend on workers).
         read_threads: threads that read a chunk's records in parallel (0 or 1: one).
         stack: return a chunk's outputs stacked into one batch (`batch_elements`), so a
-            worker builds batches and the consumer only slices and joins them.
+            worker builds batches and the consumer only slices and joins them (as an
+            `Unstacked` list if they do not stack, e.g. batches of different shapes).
 
     Example:
         >>> from chute_transforms import FilterIter, MapIter
@@ -139,13 +154,25 @@ class ChunkPlan:
                 return
             yield element, getattr(stream, "origin", None)
 
-    def run(self, chunk: int) -> ChunkResult:
-        """The outputs of chunk `chunk` and their origins, in order."""
+    def run(self, chunk: int, allocate: Allocate | None = None) -> ChunkResult:
+        """The outputs of chunk `chunk` and their origins, in order.
+
+        With `stack`, `allocate` (see `chute_transforms.stacking_into`) gives the memory
+        to stack the array leaves into, e.g. a worker's shared-memory slab.
+        """
         outputs: list[Any] = []
         origins: list[tuple[int, ...] | None] = []
         for element, origin in self.iterate(chunk):
             outputs.append(element)
             origins.append(origin)
         if self.stack:
-            return (batch_elements(outputs) if outputs else None), origins
+            if not outputs:
+                return None, origins
+            try:
+                if allocate is None:
+                    return batch_elements(outputs), origins
+                with stacking_into(allocate):
+                    return batch_elements(outputs), origins
+            except BatchError:
+                return Unstacked(outputs), origins
         return outputs, origins

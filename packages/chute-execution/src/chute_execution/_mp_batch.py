@@ -18,10 +18,10 @@ import numpy as np
 
 from chute_samplers import IterNode
 from chute_sources import InvalidStateError, IteratorState
-from chute_transforms import batch_rows, concat_batches, pad_batch, slice_batch
+from chute_transforms import batch_elements, batch_rows, concat_batches, pad_batch, slice_batch
 
 from ._checks import check_count
-from ._chunk_plan import ChunkPlan
+from ._chunk_plan import ChunkPlan, Unstacked
 from ._mp_options import MultiprocessingOptions
 from ._mp_prefetch import MultiprocessPrefetchIter
 
@@ -71,7 +71,10 @@ class MultiprocessBatchIter(IterNode[Any]):
     def _load(self, chunk: int) -> tuple[Any, int, list[Any]]:
         if self._cached is None or self._cached[0] != chunk:
             stacked, origins = self._chunks._result(chunk)
-            rows = 0 if stacked is None else batch_rows(stacked)
+            if stacked is None:
+                rows = 0
+            else:
+                rows = len(stacked) if isinstance(stacked, Unstacked) else batch_rows(stacked)
             self._cached = (chunk, stacked, rows, origins)
         return self._cached[1], self._cached[2], self._cached[3]
 
@@ -90,7 +93,10 @@ class MultiprocessBatchIter(IterNode[Any]):
             if take:
                 if not pieces:
                     first_origin = origins[offset]
-                pieces.append(slice_batch(stacked, offset, offset + take))
+                if isinstance(stacked, Unstacked):  # Batched here, as BatchIter would.
+                    pieces.append(batch_elements(stacked[offset : offset + take]))
+                else:
+                    pieces.append(slice_batch(stacked, offset, offset + take))
                 offset += take
                 need -= take
             if offset == rows:

@@ -21,6 +21,7 @@ from chute_sources import ChuteError, InvalidStateError, IteratorState
 from chute_sources._shm import reclaim_orphaned_segments
 
 from ._chunk_plan import ChunkPlan, ChunkResult
+from ._leases import LeaseBook, default_budget
 from ._mp_options import MultiprocessingOptions
 from ._transport_codec import SlabMessage
 from ._transport_reader import SlabReader
@@ -75,8 +76,12 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         worker_init_fn: called as `fn(worker_index, num_workers)` in each worker first.
 
     Results come back through each worker's shared-memory slabs: array bytes are never
-    pickled, and the consumer makes one copy of them (into memory the user owns)
-    before the slab is reused.
+    pickled. Large arrays (a result with 1 MiB of them or more) reach the user as
+    writable views into the slab, which stays leased to them until the last such
+    array is garbage (the worker uses another slab meanwhile); beyond 1 GiB of leased
+    slabs (or a quarter of `/dev/shm`), and for small arrays, the consumer copies the
+    bytes out once instead. Either way, a batch stays valid and unchanged for as long
+    as it is held.
 
     Example:
         >>> from chute_transforms import MapIter
@@ -98,6 +103,8 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         self._options = options
         self._init_fn = worker_init_fn
         self._resources = _Resources()
+        self._leases = LeaseBook(default_budget())
+        self._pool_serial = 0
         self._finalizer = weakref.finalize(self, self._resources.release)
         self._chunk = 0
         self._offset = 0
@@ -173,6 +180,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
     def _receive(self, pool: WorkerPool, chunk: int) -> ChunkResult:
         workers = self._options.num_workers
         ahead = workers * self._options.per_worker_buffer_size
+        self._end_leases(pool)
         if self._next_submit <= chunk:
             self._next_submit = chunk  # After a restore, start at the wanted chunk.
         while self._next_submit < min(chunk + ahead, self._plan.num_chunks):
@@ -209,16 +217,36 @@ class MultiprocessPrefetchIter(IterNode[Any]):
                 raise
 
     def _read(self, worker: int, message: SlabMessage) -> ChunkResult:
-        """Copies a result out of the worker's slab and tells the worker it is free."""
+        """A result as views into the worker's slab (leased), or copied out of it."""
         pool, reader = self._resources.pool, self._resources.reader
         if pool is None or reader is None:
             raise ChuteError("the iterator was closed while it waited for a worker")
+        leases = self._leases
+        if leases.worth_leasing(message):
+            assert message.token is not None
+            pool.send(worker, ("lease", message.token))
+            end = leases.take(self._pool_serial, worker, message.token, message.slab_size)
+            try:
+                leased: ChunkResult = reader.read_leased(message, end)
+            except BaseException:
+                end()
+                raise
+            return leased
         try:
             result: ChunkResult = reader.read(message)
         finally:
             if message.token is not None:
                 pool.send(worker, ("release", message.token))
         return result
+
+    def _end_leases(self, pool: WorkerPool) -> None:
+        """Tells the workers which leased slabs their batches no longer hold."""
+        for serial, worker, token in self._leases.drain():
+            if serial == self._pool_serial and not pool.closed:
+                try:
+                    pool.send(worker, ("release", token))
+                except WorkerDiedError:
+                    pass  # Reported by the next receive, with what the worker was doing.
 
     def _rebuild(self, failure: WorkerFailure) -> BaseException:
         size = self._plan.chunk_size
@@ -241,6 +269,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
             resources.release()
             resources.pool = WorkerPool(self._plan, self._options, self._init_fn)
             resources.reader = SlabReader()
+            self._pool_serial += 1
             self._in_flight = [collections.deque() for _ in range(self._options.num_workers)]
             self._next_submit = self._chunk
         return resources.pool

@@ -8,6 +8,11 @@ into fresh memory, rebuilds the result, and sends `message.token` back so the wo
 `SlabWriter.release` can reuse the slab. Array data is never pickled; a slab is reused
 for message after message, so its pages are faulted in once.
 
+Large results need not be copied at all: `SlabReader.read_leased` rebuilds them as views
+into the slab, which the worker keeps out of its pool (`SlabWriter.lease`) until the
+consumer reports the views gone (`release`). And a worker can build a batch right in a
+slab (`SlabWriter.arena`), so that writing it copies nothing either.
+
 Trust boundary: `read` unpickles, which can run any code the stream names. It is only
 for messages from this program's own worker processes; chute never unpickles data files
 or bytes from the network.
@@ -52,9 +57,9 @@ def _receive_release(connection: Connection, writer: SlabWriter, seconds: float)
         command, value = connection.recv()
     except EOFError:
         raise BrokenPipeError("serve_writes: the consumer closed the connection") from None
-    if command != "release":
+    if command not in ("release", "lease"):
         raise RuntimeError(f"serve_writes: expected a release while waiting, got {command!r}")
-    writer.release(value)
+    (writer.release if command == "release" else writer.lease)(value)
 
 
 def serve_writes(
@@ -66,6 +71,7 @@ def serve_writes(
 
     - `("write", obj)`: writes `obj` and sends back its `SlabMessage` (or the exception).
     - `("release", token)`: releases a slab; also accepted while a write waits for one.
+    - `("lease", token)`: the consumer keeps the slab (views into it) until a release.
     - `("stop", close)`: returns; closes the writer first if `close`, else leaves the
       clean-up to the writer's finalizers.
 
@@ -98,6 +104,8 @@ def serve_writes(
             connection.send(reply)
         elif command == "release":
             writer.release(value)
+        elif command == "lease":
+            writer.lease(value)
         elif command == "stop":
             if value:
                 writer.close()

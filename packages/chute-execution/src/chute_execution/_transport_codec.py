@@ -11,8 +11,8 @@ as masked arrays) pickle as they always do.
 reader copies them out in one block), large ones each on its own 64-byte boundary.
 
 `loads` rebuilds the object from the stream and the buffers. Arrays rebuilt from writable
-buffers are writable, also when the writer's array was read-only: the reader always hands
-in fresh copies, which belong to nobody else.
+buffers are writable, also when the writer's array was read-only: the reader hands in
+fresh copies, or views of a slab region leased to the result, which belong to nobody else.
 """
 
 from __future__ import annotations

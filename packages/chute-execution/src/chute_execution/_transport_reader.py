@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -67,6 +69,55 @@ class SlabReader:
         del source
         return loads(message.data, buffers)
 
+    def read_leased(self, message: SlabMessage, on_release: Callable[[], object]) -> Any:
+        """Like `read`, but the large arrays are views into the slab instead of copies.
+
+        The slab stays the consumer's until every array made from it is garbage, then
+        `on_release()` runs, once (at once if the message has no large arrays). It runs
+        in whichever thread drops the last array, possibly inside another call: it must
+        be quick and must not block (append to a `collections.deque`, say). The writer
+        must not reuse the slab meanwhile: `SlabWriter.lease(token)` takes it out of
+        its pool. The arrays are writable and share memory with nothing the caller can
+        reach but each other's slab; small ones (under 16 KiB) are copied as in `read`.
+
+        Raises:
+            SharedMemoryError: the slab is gone (its writer exited or closed).
+
+        Example:
+            >>> import numpy as np
+            >>> from chute_execution._transport import SlabWriter
+            >>> released = []
+            >>> with SlabWriter(num_slabs=1) as writer, SlabReader() as reader:
+            ...     message = writer.write({"x": np.arange(5000.0), "y": np.arange(3)})
+            ...     writer.lease(message.token)
+            ...     batch = reader.read_leased(message, lambda: released.append(1))
+            ...     total, held = float(batch["x"].sum()), released == []
+            ...     del batch
+            >>> total, held, released
+            (12497500.0, True, [1])
+        """
+        large = [(o, n) for o, n in message.spans if o + n > message.packed]
+        if not large:
+            result = self.read(message)
+            on_release()
+            return result
+        slab = self._attach(message)
+        start = min(offset for offset, _ in large)
+        region = slab.region(start, max(offset + size for offset, size in large))
+        finalizer = weakref.finalize(region, on_release)
+        finalizer.atexit = False
+        block = np.empty(message.packed, np.uint8)
+        if message.packed:
+            np.copyto(block, slab.array[: message.packed])
+        buffers = [
+            block[offset : offset + size]
+            if offset + size <= message.packed
+            else region[offset - start : offset - start + size]
+            for offset, size in message.spans
+        ]
+        del region, slab
+        return loads(message.data, buffers)
+
     def forget_process(self, pid: int, *, unlink: bool = True) -> list[str]:
         """Unmaps the slabs of writers in process `pid`, which has exited or died.
 
@@ -116,7 +167,7 @@ class SlabReader:
             if slab is not None and slab.name == message.slab:
                 return slab
             self._seen.setdefault(message.writer, set()).add(str(slab_path(message.slab)))
-            new = Slab.attach(message.slab, message.slab_size)
+            new = Slab.attach(message.slab, message.slab_size, writable=True)
             self._slabs[key] = new
         if slab is not None:  # The writer replaced this slot's slab by a larger one.
             slab.close()

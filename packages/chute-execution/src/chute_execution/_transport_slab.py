@@ -104,15 +104,18 @@ class Slab:
         return cls(str(path), size, mapping)
 
     @classmethod
-    def attach(cls, name: str, size: int) -> Slab:
-        """Maps an existing slab read-only.
+    def attach(cls, name: str, size: int, *, writable: bool = False) -> Slab:
+        """Maps an existing slab, read-only unless `writable`.
+
+        A writable mapping lets a consumer hand out writable arrays that are views of a
+        region the writer has leased to it (see `SlabReader.read_leased`).
 
         Raises:
             SharedMemoryError: the slab is gone or smaller than `size`.
         """
         path = slab_path(name)
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
         except FileNotFoundError:
             raise SharedMemoryError(
                 f"the shared-memory slab {path} is gone: the worker process that wrote it "
@@ -127,10 +130,23 @@ class Slab:
                     f"the shared-memory slab {path} has {found} bytes, the message says "
                     f"{size}: it is not the slab the message was written to."
                 )
-            mapping = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ)
+            prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
+            mapping = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _POPULATE, prot=prot)
         finally:
             os.close(fd)
         return cls(str(path), size, mapping)
+
+    def region(self, start: int, stop: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
+        """A new `uint8` array over bytes `[start, stop)` whose `.base` is the mapping.
+
+        Views of it (slices, `np.frombuffer`, reshapes) all keep it as their `.base`
+        (NumPy stops collapsing a chain of bases at a non-array), so it lives exactly
+        as long as any array made from it: a `weakref.finalize` on it runs once the
+        last of them is gone.
+        """
+        if self._mapping is None:
+            raise ValueError(f"the slab {self.name} is closed")
+        return np.frombuffer(self._mapping, np.uint8, count=stop - start, offset=start)
 
     def close(self) -> None:
         """Unmaps the slab (once nothing else uses the mapping); does not unlink it."""

@@ -14,7 +14,8 @@ from multiprocessing.util import Finalize
 import numpy as np
 
 from ._checks import check_count
-from ._transport_codec import SlabMessage, dumps, layout
+from ._transport_arena import SlabArena
+from ._transport_codec import SlabMessage, Span, dumps, layout
 from ._transport_slab import Slab, unlink_quietly
 
 __all__ = ["DEFAULT_SLAB_SIZE", "SlabWriter"]
@@ -49,6 +50,12 @@ class SlabWriter:
     larger one (a new segment), so a write never runs past a slab's end; slabs are
     created when first needed and never shrink. `write` and `release` may be called from
     different threads.
+
+    A consumer that keeps a message's arrays as views into the slab (instead of copying
+    them out) calls `lease(token)` first: the slab then stays the consumer's until
+    `release(token)`, and the pool gets one more slot meanwhile, so writing never waits
+    for the consumer's user to let go of a batch. Once leases end, free slabs beyond
+    `num_slabs` are retired (unlinked), smallest first.
 
     The slabs are owner-only files in `/dev/shm`, unlinked by `close()`, when the writer
     is garbage collected, and at the exit of the process (also of a worker started by
@@ -92,7 +99,10 @@ class SlabWriter:
         self._slabs: list[Slab | None] = [None] * self._num_slabs
         self._free = list(range(self._num_slabs))
         self._busy: dict[int, int] = {}  # token -> slot
+        self._leased: set[int] = set()  # Tokens of busy slots the consumer has leased.
+        self._spare: list[int] = []  # Slots retired after leases, to reuse for the next.
         self._next_token = 0
+        self._last_needed = 0  # Bytes of slab the last message took: an arena's size.
         self._closed = False
         self._condition = threading.Condition()
         self._paths: set[str] = set()
@@ -115,13 +125,17 @@ class SlabWriter:
         """The bytes of shared memory the slabs hold now."""
         return sum(slab.size for slab in self._slabs if slab is not None)
 
-    def write(self, obj: object, timeout: float | None = None) -> SlabMessage:
+    def write(
+        self, obj: object, timeout: float | None = None, *, arena: SlabArena | None = None
+    ) -> SlabMessage:
         """Pickles `obj` with its arrays' bytes in a free slab; returns the message.
 
         Args:
             obj: any picklable object, typically a list of elements or a batch.
             timeout: seconds to wait for a free slab; None waits as long as the
                 consumer lives.
+            arena: from `arena()`: the slab to write to, where arrays `obj` holds from
+                `arena.empty` already are (their bytes are not copied).
 
         Raises:
             TimeoutError: no slab was released within `timeout`.
@@ -129,16 +143,43 @@ class SlabWriter:
             SharedMemoryError: a slab cannot be created (e.g. `/dev/shm` is full).
             ValueError: the writer is closed.
         """
-        data, buffers = dumps(obj)
-        views = [buffer.raw() for buffer in buffers]
-        spans, packed, needed = layout([view.nbytes for view in views])
-        if needed == 0:  # No array bytes: nothing to hold in shared memory.
-            return SlabMessage(data, tuple(spans), 0, "", 0, self._id, -1, None)
-        slot = self._acquire(needed, timeout)
         try:
-            slab = self._slab_for(slot, needed)
+            data, buffers = dumps(obj)
+            views = [buffer.raw() for buffer in buffers]
+        except BaseException:
+            if arena is not None:
+                arena.abandon()
+            raise
+        placed: list[Span | None] = [None] * len(views)
+        if arena is not None:
+            placed = [arena.span_of(view) for view in views]
+            if not any(placed):  # Nothing was built in it: an ordinary write.
+                arena.abandon()
+                arena = None
+        rest = [view for view, span in zip(views, placed, strict=True) if span is None]
+        spans, packed, needed = layout([view.nbytes for view in rest])
+        if arena is not None and needed > arena.floor:  # Does not fit below: copy all.
+            views = [
+                memoryview(bytes(view)) if span else view
+                for view, span in zip(views, placed, strict=True)
+            ]
+            arena.abandon()
+            arena, placed, rest = None, [None] * len(views), views
+            spans, packed, needed = layout([view.nbytes for view in views])
+        used = needed + (arena.used if arena is not None else 0)
+        if used == 0:  # No array bytes: nothing to hold in shared memory.
+            return SlabMessage(data, tuple(spans), 0, "", 0, self._id, -1, None)
+        self._last_needed = used
+        if arena is not None:
+            slot, slab = arena.slot, arena.slab
+            arena.taken()
+        else:
+            slot = self._acquire(needed, timeout)
+        try:
+            if arena is None:
+                slab = self._slab_for(slot, needed)
             target, raw_target = slab.array, slab.array.data
-            for view, (offset, size) in zip(views, spans, strict=True):
+            for view, (offset, size) in zip(rest, spans, strict=True):
                 if size < _MEMCPY_IN_NUMPY:
                     raw_target[offset : offset + size] = view
                 else:  # Releases the GIL for other threads of the worker.
@@ -147,6 +188,8 @@ class SlabWriter:
         except BaseException:
             self._give_back(slot)
             raise
+        spans_iter = iter(spans)
+        all_spans = tuple(span if span is not None else next(spans_iter) for span in placed)
         with self._condition:
             if self._closed:  # Closed by another thread meanwhile: the slab may be new.
                 slab.close()
@@ -154,7 +197,27 @@ class SlabWriter:
                 raise ValueError("SlabWriter.write: the writer was closed during the write.")
             token, self._next_token = self._next_token, self._next_token + 1
             self._busy[token] = slot
-        return SlabMessage(data, tuple(spans), packed, slab.name, slab.size, self._id, slot, token)
+        return SlabMessage(data, all_spans, packed, slab.name, slab.size, self._id, slot, token)
+
+    def arena(self, timeout: float | None = None) -> SlabArena | None:
+        """A free slab to build the next message's large arrays in (see `SlabArena`).
+
+        Sized like the last message (None before the first: nothing to go by). Pass it
+        to the next `write`, or give it back with `arena.abandon()`.
+
+        Raises:
+            The errors of `write` (for the wait for a free slab).
+        """
+        needed = self._last_needed
+        if needed == 0:
+            return None
+        slot = self._acquire(needed, timeout)
+        try:
+            slab = self._slab_for(slot, needed)
+        except BaseException:
+            self._give_back(slot)
+            raise
+        return SlabArena(slot, slab, self._give_back)
 
     def release(self, token: int | None) -> None:
         """Frees the slab of the message with `token`; the consumer has read it.
@@ -176,13 +239,63 @@ class SlabWriter:
                     f"flight (in flight: {sorted(self._busy)}); release each message once."
                 )
             self._free.append(slot)
+            retired = self._retire_spare() if token in self._leased else None
+            self._leased.discard(token)
             self._condition.notify()
+        if retired is not None:
+            retired.close()
+            unlink_quietly(retired.path)
+            self._paths.discard(retired.path)
+
+    def lease(self, token: int | None) -> None:
+        """Keeps the slab of the message with `token` busy until `release(token)`.
+
+        For a consumer that hands out views into the slab; the pool grows by one slot
+        meanwhile, so writes go on. A token of None (no slab) leases nothing.
+
+        Raises:
+            ValueError: `token` is not one of a message in flight, or is leased already.
+        """
+        if token is None:
+            return
+        with self._condition:
+            if self._closed:
+                return
+            if token not in self._busy or token in self._leased:
+                raise ValueError(
+                    f"SlabWriter.lease: token {token!r} is not the token of a message in "
+                    f"flight that is not leased yet (in flight: {sorted(self._busy)})."
+                )
+            self._leased.add(token)
+            if self._spare:
+                slot = self._spare.pop()
+            else:
+                slot = len(self._slabs)
+                self._slabs.append(None)
+            self._free.append(slot)
+            self._condition.notify()
+
+    @property
+    def num_leased(self) -> int:
+        """How many messages' slabs are leased to the consumer now."""
+        return len(self._leased)
+
+    def _retire_spare(self) -> Slab | None:
+        """Takes the smallest free slot out of the pool once a lease ended (under lock)."""
+        if len(self._free) <= self._num_slabs:
+            return None  # Few enough free slabs: keep them, they are pre-faulted.
+        slot = min(self._free, key=lambda s: 0 if (slab := self._slabs[s]) is None else slab.size)
+        self._free.remove(slot)
+        self._spare.append(slot)
+        slab, self._slabs[slot] = self._slabs[slot], None
+        return slab
 
     def close(self) -> None:
         """Unlinks every slab; a consumer that already mapped one can still read it."""
         with self._condition:
             self._closed = True
             self._busy.clear()
+            self._leased.clear()
             self._free.clear()
             self._condition.notify_all()
             slabs, self._slabs = self._slabs, [None] * self._num_slabs
@@ -200,7 +313,7 @@ class SlabWriter:
     def __repr__(self) -> str:
         return (
             f"SlabWriter(num_slabs={self._num_slabs}, id={self._id!r}, "
-            f"nbytes={self.nbytes}, in_flight={len(self._busy)})"
+            f"nbytes={self.nbytes}, in_flight={len(self._busy)}, leased={len(self._leased)})"
         )
 
     def _acquire(self, needed: int, timeout: float | None) -> int:

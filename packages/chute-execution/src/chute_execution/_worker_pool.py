@@ -23,11 +23,21 @@ _PRELOAD = ["chute_execution._worker", "chute_transforms", "chute_samplers", "ch
 """What the fork server imports once, so that each worker forked from it starts at once."""
 
 
+def add_preload(*modules: str) -> None:
+    """Has the fork server also import `modules` (before it starts; never jax).
+
+    A worker re-imports the consumer's main module (as `spawn` does), so the packages
+    that module imports are best imported once, in the fork server: the meta-package
+    `chute` adds itself, which a layer below cannot name.
+    """
+    _PRELOAD.extend(name for name in modules if name not in _PRELOAD)
+
+
 def start_method_context(method: str) -> Any:
     """The multiprocessing context for `method`; a fork server preloads chute."""
     context = multiprocessing.get_context(method)
     if method == "forkserver":
-        context.set_forkserver_preload(_PRELOAD)
+        context.set_forkserver_preload(list(_PRELOAD))
     return context
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "FullArray",
     "KillWorkerAt",
     "KillWorkerOnSum",
+    "LengthByBatch",
     "Remainder",
     "Repeat",
     "SleepAt",
@@ -145,6 +146,25 @@ class FullArray:
     def __call__(self, element: int) -> np.ndarray[Any, np.dtype[np.int64]]:
         """The array."""
         return np.full(self.size, element, dtype=np.int64)
+
+
+class LengthByBatch:
+    """A map from `i` to an int64 array of `i // size + 1` copies of `i`.
+
+    Batches of `size` then each have their own shape, so a chunk holding several of
+    them cannot be stacked as one.
+
+    Example:
+        >>> LengthByBatch(2)(3)
+        array([3, 3])
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __call__(self, element: int) -> np.ndarray[Any, np.dtype[np.int64]]:
+        """The array."""
+        return np.full(element // self.size + 1, element, dtype=np.int64)
 
 
 class FailOnSum:

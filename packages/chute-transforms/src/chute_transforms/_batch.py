@@ -29,8 +29,10 @@ are checked by NumPy itself; the slow search for the culprit runs only on error.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from operator import attrgetter, itemgetter
 from typing import Any, Protocol, TypeAlias, overload
 
@@ -39,7 +41,7 @@ import numpy.typing as npt
 
 from ._errors import BatchError
 
-__all__ = ["BatchFn", "Mask", "batch_elements"]
+__all__ = ["Allocate", "BatchFn", "Mask", "batch_elements", "stacking_into"]
 
 Mask: TypeAlias = npt.NDArray[np.bool_]
 """A 1-D boolean array: True for the real rows of a padded batch, False for padding."""
@@ -51,6 +53,37 @@ _HINT = (
     "Give every element the same structure and leaf types and shapes (e.g. in a map "
     "before batching), or pass a custom batch_fn."
 )
+
+
+Allocate: TypeAlias = "Callable[[tuple[int, ...], np.dtype[Any]], npt.NDArray[Any] | None]"
+"""`allocate(shape, dtype)`: an empty C-contiguous array to stack into, or None."""
+
+_ALLOCATE: ContextVar[Allocate | None] = ContextVar("chute_batch_allocate", default=None)
+
+
+@contextlib.contextmanager
+def stacking_into(allocate: Allocate) -> Iterator[None]:
+    """Within the block, `batch_elements` stacks array leaves into `allocate`'s arrays.
+
+    For a worker process that stacks a batch straight into shared memory, saving a
+    copy. `allocate(shape, dtype)` returns an empty C-contiguous array of that shape
+    and dtype, or None to let `batch_elements` allocate as usual. Only unpadded leaves
+    of NumPy arrays use it. Keep the block to the one `batch_elements` call whose
+    result goes where `allocate`'s memory is: nothing else should end up there.
+
+    Example:
+        >>> import numpy as np
+        >>> pool = np.zeros(10, np.int64)
+        >>> with stacking_into(lambda shape, dtype: pool[:6].reshape(shape)):
+        ...     batch = batch_elements([np.arange(3), np.arange(3)])
+        >>> np.shares_memory(batch, pool), pool.tolist()
+        (True, [0, 1, 2, 0, 1, 2, 0, 0, 0, 0])
+    """
+    token = _ALLOCATE.set(allocate)
+    try:
+        yield
+    finally:
+        _ALLOCATE.reset(token)
 
 
 class BatchFn(Protocol):
@@ -172,8 +205,13 @@ def _stack_arrays(values: Sequence[Any], path: str, pad: int | None) -> npt.NDAr
             f"pickling between processes. Use a numeric dtype, or a str/bytes leaf."
         )
     if pad is None:
+        allocate = _ALLOCATE.get()
+        out = None if allocate is None else allocate((len(values), *np.shape(first)), dtype)
         try:
-            return np.array(values, dtype=dtype)
+            if out is None:
+                return np.array(values, dtype=dtype)
+            np.stack(values, out=out)
+            return out
         except ValueError:
             raise _mismatch(values, path, "has shape", np.shape, np.shape) from None
     if len(set(map(np.shape, values))) != 1:

@@ -11,7 +11,7 @@ from chute_execution import (
     MultiprocessingOptions,
     ThreadPrefetchIter,
 )
-from chute_execution._worker_pool import warm_up
+from chute_execution._worker_pool import add_preload, warm_up
 from chute_samplers import IterNode, WindowShuffleIter
 from chute_sources import CheckpointableIterator
 from chute_transforms import (
@@ -225,9 +225,14 @@ class IterDataset(Generic[T]):
             params["pad"] = True
         if batch_fn is not None:
             params["batch_fn"] = batch_fn
+        item = stage("batch", **params)
+        if isinstance(self._factory, MultiprocessFactory) and batch_fn is None:
+            fused = self._factory.with_batch_after(item.line(), batch_size, drop_remainder, pad)
+            if fused is not None:  # Stacked by the workers, straight into shared memory.
+                return IterDataset(fused, seed=self._seed, stages=(*self._stages, item))
         return self._then(
             BatchIter,
-            stage("batch", **params),
+            item,
             batch_size,
             drop_remainder=drop_remainder,
             pad=pad,
@@ -362,6 +367,7 @@ class IterDataset(Generic[T]):
             chunk_size = _default_chunk_size(self._factory, self._stages)
         plan, tail = split_for_workers(self._factory, chunk_size)
         if chosen.num_workers:
+            add_preload("chute")  # Workers re-import the main module, which imports chute.
             warm_up(chosen.start_method)  # Workers will then start in milliseconds.
         factory = MultiprocessFactory(plan, chosen, worker_init_fn, tail)
         item = Stage(  # Its chunk_size is part of the state; the worker count is not.

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tqdm.auto import tqdm
-
 __all__ = ["ProgressIterator"]
 
 
@@ -19,6 +17,8 @@ class ProgressIterator:
     """
 
     def __init__(self, inner: Any, *, disable: bool | None = None) -> None:
+        from tqdm.auto import tqdm  # Here: importing tqdm costs every worker's start.
+
         self._inner = inner
         self._bar = tqdm(unit=" elements", disable=disable, dynamic_ncols=True)
 
