@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import pickle
+import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -26,11 +28,49 @@ _PRELOAD = ["chute_execution._worker", "chute_transforms", "chute_samplers", "ch
 def add_preload(*modules: str) -> None:
     """Has the fork server also import `modules` (before it starts; never jax).
 
-    A worker re-imports the consumer's main module (as `spawn` does), so the packages
-    that module imports are best imported once, in the fork server: the meta-package
-    `chute` adds itself, which a layer below cannot name.
+    The meta-package `chute` adds itself, which a layer below cannot name.
     """
     _PRELOAD.extend(name for name in modules if name not in _PRELOAD)
+
+
+_STARTING = threading.Lock()
+
+
+@contextlib.contextmanager
+def _main_module_skipped(skip: bool) -> Iterator[None]:
+    """While starting workers, leaves the consumer's main script out of their start-up.
+
+    `spawn` and `forkserver` children run the parent's main script again (as
+    `__mp_main__`) so that objects pickled from it can be found. A training script
+    usually imports jax, so every worker would import jax too: seconds of start-up,
+    and what the design forbids. When nothing a worker receives refers to `__main__`
+    (transforms live in modules), that re-import is skipped; when something does, it
+    stays, since the worker needs it.
+    """
+    if not skip:
+        yield
+        return
+    from multiprocessing import spawn
+
+    original = spawn.get_preparation_data
+
+    def without_main(name: str) -> dict[str, Any]:
+        data: dict[str, Any] = original(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+    with _STARTING:
+        spawn.get_preparation_data = without_main
+        try:
+            yield
+        finally:
+            spawn.get_preparation_data = original
+
+
+def _needs_main(plan_bytes: bytes, init_fn: Any) -> bool:
+    """Whether the pickled plan or the init function may refer to the main script."""
+    return b"__main__" in plan_bytes or getattr(init_fn, "__module__", None) == "__main__"
 
 
 def start_method_context(method: str) -> Any:
@@ -144,6 +184,7 @@ class WorkerPool:
         self.timeout = options.worker_timeout
         self.processes: list[BaseProcess] = []
         self.connections: list[Connection] = []
+        skip_main = not _needs_main(plan_bytes, init_fn)
         try:
             for worker in range(self.num_workers):
                 ours, theirs = context.Pipe(duplex=True)
@@ -160,7 +201,8 @@ class WorkerPool:
                     name=f"chute-worker-{worker}",
                     daemon=True,
                 )
-                process.start()
+                with _main_module_skipped(skip_main):
+                    process.start()
                 theirs.close()
                 self.processes.append(process)
                 self.connections.append(ours)
