@@ -194,10 +194,11 @@ def run_bench(args: argparse.Namespace) -> int:
         >>> args = argparse.Namespace(target="chute._cli_bench:_example", seconds=1.0,
         ...                           batches=5, ram_budget_mb=64, json=False)
         >>> with contextlib.redirect_stdout(io.StringIO()) as out:
-        ...     run_bench(args)
+        ...     code = run_bench(args)
+        >>> code
         0
-        >>> out.getvalue().splitlines()[1]
-        '  5 batches in the time limit or --batches; 10 elements per batch'
+        >>> [line for line in out.getvalue().splitlines() if line.startswith("stopped")]
+        ['stopped by: --batches 5']
     """
     if args.seconds <= 0:
         usage_error(f"--seconds must be positive, got {args.seconds}")
@@ -217,6 +218,12 @@ def run_bench(args: argparse.Namespace) -> int:
     except Exception as error:
         data_error(f"the pipeline raised {type(error).__name__}: {error}")
     result["target"] = args.target
+    if result["ended"]:
+        result["stopped_by"] = "the end of the data set"
+    elif args.batches is not None and result["elements"] >= args.batches:
+        result["stopped_by"] = f"--batches {args.batches}"
+    else:
+        result["stopped_by"] = f"--seconds {args.seconds:g}"
     result["suggested"] = {
         "read_options": repr(config.read_options),
         "multiprocessing_options": repr(config.multiprocessing_options),
@@ -226,37 +233,51 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        _print(result, type(dataset).__name__, args.ram_budget_mb)
+        _print(result, dataset, args.ram_budget_mb)
     return EXIT_OK
 
 
-def _print(result: dict[str, Any], kind: str, budget: int) -> None:
+def _print(result: dict[str, Any], dataset: Any, budget: int) -> None:
+    kind = type(dataset).__name__
     unit = "batches" if result["batched"] else "elements"
     count, seconds = result["elements"], result["seconds"]
-    how = "end of the data set" if result["ended"] else "the time limit or --batches"
     print(f"chute bench: {result['target']} ({kind}), {count:,} {unit} in {seconds:.2f} s")
-    per = f"; {result['examples'] / count:,.4g} elements per batch" if result["batched"] and count else ""
-    print(f"  {count:,} {unit} in {how}{per}")
+    for line in repr(dataset).splitlines()[1:]:
+        print(f"  {line}")
+    print(f"stopped by: {result['stopped_by']}")
     if not count:
-        print("  the data set is empty: nothing to measure")
+        print("the data set is empty: nothing to measure")
         return
     rate = result["elements_per_second"]
-    line = f"  {rate:,.1f} {unit}/s"
+    line = f"throughput: {rate:,.1f} {unit}/s"
     if result["batched"]:
-        line += f" ({result['examples'] / seconds:,.0f} elements/s)"
-    print(line + f"; first {unit[:-1] if unit == 'elements' else 'batch'} after "
-          f"{result['first_element_seconds']:.3f} s")
+        line += (
+            f" = {result['examples'] / seconds:,.0f} elements/s "
+            f"({result['examples'] / count:,.4g} elements per batch)"
+        )
+    print(line)
+    first = "batch" if result["batched"] else "element"
+    print(f"first {first} after {result['first_element_seconds']:.3f} s")
     print("time per stage (own time, not its inputs'; share of the wall time):")
     for text in result["table"].splitlines():
-        print(f"  {text}")
+        if not text.startswith("bottleneck:"):
+            print(f"  {text}")
+    if result["bottleneck"] is not None:
+        share = max(stage["share"] for stage in result["stages"])
+        print(f"bottleneck: {result['bottleneck']} ({share:.0%} of the time)")
+    if isinstance(dataset, MapDataset):
+        print(
+            "  (a MapDataset's stages all run inside to_iter_dataset(); to time them one by "
+            "one, return ds.to_iter_dataset() and apply map / batch after it)"
+        )
     suggested = result["suggested"]
     print(
         f"suggested configuration (chute.pick_performance_config, RAM budget {budget} MiB; "
-        f"{suggested['seconds_per_element'] * 1e6:,.1f} us and "
-        f"{suggested['bytes_per_element']:,} bytes per element):"
+        f"measured {suggested['seconds_per_element'] * 1e6:,.1f} us and "
+        f"{suggested['bytes_per_element']:,} bytes per {first}):"
     )
-    print(f"  read_options={suggested['read_options']}")
-    print(f"  multiprocessing_options={suggested['multiprocessing_options']}")
+    print(f"  read_options = chute.{suggested['read_options']}")
+    print(f"  multiprocessing_options = chute.{suggested['multiprocessing_options']}")
     print("  use: ds.to_iter_dataset(read_options).mp_prefetch(multiprocessing_options)")
 
 

@@ -103,7 +103,7 @@ def _one_line(text: str) -> str:
 
 
 def run_command(name: str, command: Callable[[argparse.Namespace], int], args: Any) -> int:
-    """Runs `command(args)`, turning every failure into one stderr line and an exit code.
+    r"""Runs `command(args)`, turning every failure into one stderr line and an exit code.
 
     `CliError` keeps its code; `KeyboardInterrupt` gives 130; any other exception is a
     data error (1), shown as its type and message (the traceback too with
@@ -116,7 +116,7 @@ def run_command(name: str, command: Callable[[argparse.Namespace], int], args: A
         >>> with contextlib.redirect_stderr(io.StringIO()) as err:
         ...     code = run_command("inspect", command, None)
         >>> code, err.getvalue()
-        (1, 'chute inspect: error: bad record 3\\n')
+        (1, 'chute inspect: error: bad record 3\n')
     """
     prefix = f"chute {name}"
     try:
@@ -188,5 +188,6 @@ def first_difference(expected: Any, actual: Any, path: str = "record") -> str | 
     if isinstance(expected, float) and math.isnan(expected) and math.isnan(actual):
         return None
     if expected != actual:
-        return f"{path}: {textwrap.shorten(repr(expected), 60)} != {textwrap.shorten(repr(actual), 60)}"
+        shown = [textwrap.shorten(repr(value), 60) for value in (expected, actual)]
+        return f"{path}: {shown[0]} != {shown[1]}"
     return None

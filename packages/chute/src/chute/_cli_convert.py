@@ -156,10 +156,11 @@ def run_convert(args: argparse.Namespace) -> int:
         ...     shards=2, records_per_shard=None, format=None, verify_samples=4,
         ...     overwrite=False, quiet=True)
         >>> with contextlib.redirect_stdout(io.StringIO()):
-        ...     run_convert(args)
+        ...     code = run_convert(args)
+        >>> code
         0
         >>> import chute
-        >>> [int(x) for x in chute.ArrayRecordSource(os.path.join(folder, "out*"))]
+        >>> [int(x) for x in chute.ArrayRecordSource(os.path.join(folder, "out*.array_record"))]
         [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
     """
     from chute_sources import shard_paths
@@ -363,7 +364,11 @@ def _summary(
         f"chute convert: {opened.num_records:,} records of {opened.path} ({opened.format}) "
         f"-> {len(paths)} ArrayRecord shard{'s' if len(paths) > 1 else ''}"
     )
-    shown = list(range(len(paths))) if len(paths) <= 12 else [*range(5), *range(len(paths) - 5, len(paths))]
+    shown = (
+        list(range(len(paths)))
+        if len(paths) <= 12
+        else [*range(5), *range(len(paths) - 5, len(paths))]
+    )
     width = max(len(paths[i]) for i in shown)
     for number, i in enumerate(shown):
         if number and i != shown[number - 1] + 1:
@@ -378,10 +383,13 @@ def _summary(
         labels = ", ".join(f"{n}={name}" for n, name in enumerate(opened.classes[:10]))
         more = f", ... ({len(opened.classes)} classes)" if len(opened.classes) > 10 else ""
         print(f"  labels: {labels}{more}")
-    print(f"  total: {opened.num_records:,} records, {_size(total_bytes)}; manifest {manifest_path}")
+    print(
+        f"  total: {opened.num_records:,} records, {_size(total_bytes)}; manifest {manifest_path}"
+    )
     kept = len(paths) - len(written)
     if kept:
-        print(f"  resumed: {kept} finished shard{'s' if kept > 1 else ''} kept, {len(written)} written")
+        plural = "s" if kept > 1 else ""
+        print(f"  resumed: {kept} finished shard{plural} kept, {len(written)} written")
     shards_text = f"all {len(paths)} shards" if len(paths) > 1 else "the shard"
     print(
         f"  verified: record count of {shards_text}, and {checked:,} sampled records "

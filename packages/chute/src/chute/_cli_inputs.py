@@ -67,7 +67,10 @@ def detect_format(path: str, given: str | None = None) -> str:
         CliError: `path` does not exist (exit code 2), or its format is unknown (2).
 
     Example:
-        >>> detect_format("train.parquet"), detect_format("x.bin", given="npy")
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "train.parquet")
+        >>> open(path, "wb").close()
+        >>> detect_format(path), detect_format("x.bin", given="npy")
         ('parquet', 'npy')
     """
     is_glob = any(char in path for char in _GLOB_CHARS)
@@ -98,13 +101,13 @@ def detect_format(path: str, given: str | None = None) -> str:
 
 
 class JsonLinesSource:
-    """The objects of a JSON Lines file, one a line (blank lines skipped), by index.
+    r"""The objects of a JSON Lines file, one a line (blank lines skipped), by index.
 
     Example:
         >>> import os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "a.jsonl")
         >>> with open(path, "w") as file:
-        ...     _ = file.write('{"a": 1}\\n\\n{"a": 2}\\n')
+        ...     _ = file.write('{"a": 1}\n\n{"a": 2}\n')
         >>> source = JsonLinesSource(path)
         >>> len(source), source.__getitems__([1, 0])
         (2, [{'a': 2}, {'a': 1}])
@@ -144,7 +147,7 @@ class JsonLinesSource:
 
 
 class ImageFolderSource:
-    """PNG / JPEG files in class subfolders, as `{"image": bytes, "label", "path"}`.
+    r"""PNG / JPEG files in class subfolders, as `{"image": bytes, "label", "path"}`.
 
     Laid out like torchvision's `ImageFolder`: `root/<class>/**/<file>`; classes are the
     subfolders in sorted order, and a record's `label` is its class's position there.
@@ -156,7 +159,7 @@ class ImageFolderSource:
         >>> root = tempfile.mkdtemp()
         >>> os.makedirs(os.path.join(root, "cat"))
         >>> with open(os.path.join(root, "cat", "1.png"), "wb") as file:
-        ...     _ = file.write(b"\\x89PNG\\r\\n\\x1a\\n...")
+        ...     _ = file.write(b"\x89PNG\r\n\x1a\n...")
         >>> source = ImageFolderSource(root, check=False)
         >>> source.classes, source.__getitems__([0])[0]["path"]
         (['cat'], 'cat/1.png')
@@ -172,7 +175,7 @@ class ImageFolderSource:
         )
         self.samples: list[tuple[str, int]] = []
         for label, name in enumerate(self.classes):
-            found = []
+            found: list[str] = []
             for folder, subfolders, files in os.walk(os.path.join(root, name), followlinks=True):
                 subfolders.sort()
                 rel = os.path.relpath(folder, root).replace(os.sep, "/")
@@ -264,7 +267,7 @@ class Input:
 
 
 def open_input(path: str, format: str | None = None) -> Input:
-    """Opens `path` (format detected unless given) as an `Input`.
+    r"""Opens `path` (format detected unless given) as an `Input`.
 
     Raises:
         CliError: a missing path or unknown format (exit code 2); a file that cannot be
@@ -274,7 +277,7 @@ def open_input(path: str, format: str | None = None) -> Input:
         >>> import os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "x.jsonl")
         >>> with open(path, "w") as file:
-        ...     _ = file.write('[1, 2]\\n')
+        ...     _ = file.write('[1, 2]\n')
         >>> opened = open_input(path)
         >>> opened.format, opened.read([0])
         ('jsonl', [[1, 2]])

@@ -78,8 +78,10 @@ def inspect_data(
         >>> path = os.path.join(tempfile.mkdtemp(), "x.npy")
         >>> np.save(path, np.zeros((10, 3), np.float32))
         >>> report = inspect_data(path, records=1)
-        >>> report["num_records"], report["schema"], report["records"]
-        (10, {'(record)': {'type': 'ndarray', 'dtype': 'float32', 'shape': [3]}}, ['array([0., 0., 0.], dtype=float32)'])
+        >>> report["num_records"], report["schema"]
+        (10, {'(record)': {'type': 'ndarray', 'dtype': 'float32', 'shape': [3]}})
+        >>> report["records"]
+        ['array([0., 0., 0.], dtype=float32)']
     """
     opened = open_input(path, format)
     total = opened.num_records
@@ -115,13 +117,13 @@ def _bytes(path: str) -> int:
 
 
 def run_inspect(args: argparse.Namespace) -> int:
-    """Runs `chute inspect` with parsed arguments; returns the exit code.
+    r"""Runs `chute inspect` with parsed arguments; returns the exit code.
 
     Example:
         >>> import argparse, os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "x.jsonl")
         >>> with open(path, "w") as file:
-        ...     _ = file.write('{"a": 1}\\n{"a": 2}\\n')
+        ...     _ = file.write('{"a": 1}\n{"a": 2}\n')
         >>> args = argparse.Namespace(path=path, format=None, records=1, sample=10, json=False)
         >>> run_inspect(args)  # doctest: +ELLIPSIS
         chute inspect: ...x.jsonl (jsonl)

@@ -29,7 +29,7 @@ def write_manifest(path: str, manifest: dict[str, Any]) -> None:
         >>> path = os.path.join(tempfile.mkdtemp(), "x" + MANIFEST_SUFFIX)
         >>> write_manifest(path, {"version": MANIFEST_VERSION, "shards": {}})
         >>> load_manifest(path)
-        {'version': 1, 'shards': {}}
+        {'shards': {}, 'version': 1}
     """
     folder = os.path.dirname(path) or "."
     temporary = os.path.join(folder, f".{os.path.basename(path)}.tmp")

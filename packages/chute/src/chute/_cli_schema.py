@@ -55,8 +55,13 @@ def infer_schema(records: Iterable[Any]) -> dict[str, dict[str, Any]]:
         for name, value in fields.items():
             kind, dtype, shape = _kind(value)
             entry = seen.setdefault(
-                name, {"types": collections.Counter(), "dtypes": collections.Counter(),
-                       "shapes": collections.Counter(), "present": collections.Counter()}
+                name,
+                {
+                    "types": collections.Counter(),
+                    "dtypes": collections.Counter(),
+                    "shapes": collections.Counter(),
+                    "present": collections.Counter(),
+                },
             )
             entry["types"][kind] += 1
             entry["present"][0] += 1
@@ -84,10 +89,10 @@ def infer_schema(records: Iterable[Any]) -> dict[str, dict[str, Any]]:
 
 
 def schema_table(schema: dict[str, dict[str, Any]]) -> list[str]:
-    """The schema as aligned text lines.
+    r"""The schema as aligned text lines.
 
     Example:
-        >>> print("\\n".join(schema_table({"x": {"type": "ndarray", "dtype": "int64",
+        >>> print("\n".join(schema_table({"x": {"type": "ndarray", "dtype": "int64",
         ...                                       "shape": [3]}})))
         field  type     dtype  shape
         x      ndarray  int64  (3,)
@@ -103,7 +108,9 @@ def schema_table(schema: dict[str, dict[str, Any]]) -> list[str]:
             text = "" if shape is None else str(tuple(shape))
         rows.append((name, field["type"], field.get("dtype", ""), text))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
 
 
 class _Repr(reprlib.Repr):
