@@ -109,7 +109,7 @@ def load_dataset(target: str) -> MapDataset[Any] | IterDataset[Any]:
             usage_error(f"module {module_name!r} ({module.__file__}) has no attribute {name!r}")
         function = getattr(function, part)
     if not callable(function):
-        usage_error(f"{target} is a {type(function).__name__}, not a function")
+        usage_error(f"{target} is not a function (found a value of type {type(function).__name__})")
     try:
         dataset = function()
     except Exception as error:
