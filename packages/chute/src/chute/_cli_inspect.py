@@ -159,7 +159,8 @@ def run_inspect(args: argparse.Namespace) -> int:
         for line in schema_table(report["schema"]):
             print(f"  {line}")
     if report["records"]:
-        print(f"first {len(report['records'])} record{'s' if len(report['records']) > 1 else ''}:")
+        count = len(report["records"])
+        print(f"first {count} records:" if count > 1 else "first record:")
         for number, text in enumerate(report["records"]):
             print(f"  [{number}] {text}")
     return EXIT_OK
