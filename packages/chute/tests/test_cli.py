@@ -33,3 +33,15 @@ def test_bad_arguments_exit_2(capsys):
     with pytest.raises(SystemExit) as info:
         main(["nonsense"])
     assert info.value.code == 2
+
+
+@pytest.mark.parametrize("command", ["convert", "inspect", "bench", "demo"])
+def test_every_command_has_help_with_an_example(command):
+    result = subprocess.run(
+        [sys.executable, "-m", "chute", command, "--help"], capture_output=True, text=True
+    )
+    assert result.returncode == 0
+    assert result.stdout.startswith(f"usage: chute {command}")
+    assert "\nexample" in result.stdout
+    if command != "demo":
+        assert "  130  interrupted (Ctrl-C)" in result.stdout

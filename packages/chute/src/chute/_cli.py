@@ -1,4 +1,4 @@
-"""The `chute` command line."""
+"""The `chute` command line: parses arguments and hands each command to its module."""
 
 from __future__ import annotations
 
@@ -6,18 +6,36 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from ._cli_bench import add_bench_parser, run_bench
+from ._cli_common import EXIT_CODES_HELP, EXIT_USAGE, run_command
+from ._cli_convert import add_convert_parser, run_convert
+from ._cli_inspect import add_inspect_parser, run_inspect
 from ._version import __version__
 
 __all__ = ["main"]
+
+_EXAMPLES = """\
+examples:
+  chute convert data/train.parquet out/train --shards 8
+  chute inspect out/train-*.array_record
+  chute bench my_pipeline:make_dataset --seconds 10
+  chute COMMAND --help
+
+"""
 
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="chute",
         description="chute: a fast, exactly resumable data loader for JAX.",
+        epilog=_EXAMPLES + EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"chute {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_convert_parser(commands)
+    add_inspect_parser(commands)
+    add_bench_parser(commands)
     demo = commands.add_parser(
         "demo",
         help="train on real data, get preempted, resume, and match step for step",
@@ -26,8 +44,10 @@ def _build_parser() -> argparse.ArgumentParser:
             "JAX model on a chute pipeline (global shuffle, random augmentation, 2 worker "
             "processes, device prefetch) with Orbax checkpoints, kills the training process "
             "part way, resumes it, and checks that batches and losses match an uninterrupted "
-            "run step for step. Example: chute demo --steps 300 --dir /tmp/demo"
+            "run step for step."
         ),
+        epilog="example:\n  chute demo --steps 300 --save-every 25 --dir /tmp/chute-demo",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     demo.add_argument("--dir", default=None, help="working folder (a new temporary one)")
     demo.add_argument("--steps", type=_positive, default=300, help="training steps (300)")
@@ -48,12 +68,23 @@ def _positive(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the command line; returns the exit code."""
+    """Runs the command line; returns the exit code (see `chute --help`).
+
+    Example:
+        >>> main(["inspect", "/no/such/file.parquet"])  # One line on stderr, and:
+        2
+    """
     parser = _build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
+    if args.command == "convert":
+        return run_command("convert", run_convert, args)
+    if args.command == "inspect":
+        return run_command("inspect", run_inspect, args)
+    if args.command == "bench":
+        return run_command("bench", run_bench, args)
     from ._demo import run_demo
 
     return run_demo(folder=args.dir, steps=args.steps, save_every=args.save_every)

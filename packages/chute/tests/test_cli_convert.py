@@ -1,0 +1,360 @@
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import chute
+from chute._cli import main
+from chute._cli_common import first_difference
+from chute._cli_convert import shard_bounds
+
+SHARDS = [f"train-0000{i}-of-00004.array_record" for i in range(4)]
+
+
+def _records(paths):
+    return list(chute.ArrayRecordSource([str(p) for p in paths]))
+
+
+def _assert_same_records(expected, actual):
+    assert len(expected) == len(actual)
+    for index, (a, b) in enumerate(zip(expected, actual, strict=True)):
+        assert first_difference(a, b) is None, (index, first_difference(a, b))
+
+
+def test_convert_parquet_into_shards_equal_to_the_source_record_for_record(
+    run_chute, parquet_file, tmp_path
+):
+    result = run_chute("convert", parquet_file, tmp_path / "out" / "train", "--shards", "4")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""  # No progress bar when stderr is not a terminal.
+    lines = result.stdout.splitlines()
+    assert (
+        lines[0]
+        == f"chute convert: 2,000 records of {parquet_file} (parquet) -> 4 ArrayRecord shards"
+    )
+    assert sum("500 records" in line and line.endswith("written") for line in lines) == 4
+    assert lines[-1] == (
+        "  verified: record count of all 4 shards, and 64 sampled records decoded equal to SRC"
+    )
+    out = tmp_path / "out"
+    assert sorted(os.listdir(out)) == [*SHARDS, "train.chute-convert.json"]
+    source = chute.ParquetSource(str(parquet_file))
+    _assert_same_records(list(source), _records(out / name for name in SHARDS))
+    assert [len(chute.ArrayRecordSource(str(out / name))) for name in SHARDS] == [500] * 4
+    manifest = json.loads((out / "train.chute-convert.json").read_text())
+    assert manifest["complete"] is True
+    assert manifest["layout"] == {"shard_records": [500] * 4}
+    assert sorted(manifest["shards"]) == ["0", "1", "2", "3"]
+
+
+def test_convert_npy_rows_with_records_per_shard(run_chute, tmp_path):
+    data = np.arange(250 * 3, dtype=np.float32).reshape(250, 3)
+    np.save(tmp_path / "x.npy", data)
+    result = run_chute("convert", tmp_path / "x.npy", tmp_path, "--records-per-shard", "100")
+    assert result.returncode == 0, result.stderr
+    paths = [tmp_path / f"x-0000{i}-of-00003.array_record" for i in range(3)]
+    assert [len(chute.ArrayRecordSource(str(p))) for p in paths] == [100, 100, 50]
+    _assert_same_records(list(data), _records(paths))
+
+
+def test_convert_npz_gives_dict_records_of_all_arrays(run_chute, tmp_path):
+    arrays = {"a": np.arange(40), "b": np.ones((40, 2, 2), np.uint8), "c": np.arange(40.0) / 3}
+    np.savez(tmp_path / "d.npz", **arrays)
+    result = run_chute("convert", tmp_path / "d.npz", tmp_path / "d")
+    assert result.returncode == 0, result.stderr
+    expected = [{k: v[i] for k, v in arrays.items()} for i in range(40)]
+    _assert_same_records(expected, _records([tmp_path / "d.array_record"]))
+
+
+def test_convert_jsonl_skips_blank_lines(run_chute, tmp_path):
+    objects = [{"i": i, "s": "x" * i, "l": list(range(i % 4)), "f": i / 7} for i in range(30)]
+    text = (
+        "\n".join(json.dumps(o) for o in objects[:10])
+        + "\n\n"
+        + "\n".join(json.dumps(o) for o in objects[10:])
+    )
+    (tmp_path / "r.jsonl").write_text(text)  # No final newline.
+    result = run_chute("convert", tmp_path / "r.jsonl", tmp_path / "r", "--shards", "2")
+    assert result.returncode == 0, result.stderr
+    paths = [tmp_path / f"r-0000{i}-of-00002.array_record" for i in range(2)]
+    assert _records(paths) == objects
+
+
+def test_convert_image_folder_stores_encoded_bytes_and_class_labels(
+    run_chute, image_folder, tmp_path
+):
+    result = run_chute("convert", image_folder, tmp_path / "img")
+    assert result.returncode == 0, result.stderr
+    assert "  labels: 0=cat, 1=dog, 2=eel" in result.stdout.splitlines()
+    records = _records([tmp_path / "img.array_record"])
+    expected_paths = [
+        "cat/0.png",
+        "cat/1.png",
+        "cat/sub/2.png",
+        "dog/0.png",
+        "dog/1.png",
+        "eel/0.png",
+    ]
+    assert [r["path"] for r in records] == expected_paths
+    assert [r["label"] for r in records] == [0, 0, 0, 1, 1, 2]
+    for record in records:
+        assert record["image"] == (image_folder / record["path"]).read_bytes()
+
+
+def test_rerun_of_a_finished_conversion_keeps_every_shard(run_chute, parquet_file, tmp_path):
+    dst = tmp_path / "train"
+    assert run_chute("convert", parquet_file, dst, "--shards", "4").returncode == 0
+    before = {name: (tmp_path / name).stat().st_mtime_ns for name in SHARDS}
+    result = run_chute("convert", parquet_file, dst, "--shards", "4")
+    assert result.returncode == 0, result.stderr
+    assert "  resumed: 4 finished shards kept, 0 written" in result.stdout.splitlines()
+    assert {name: (tmp_path / name).stat().st_mtime_ns for name in SHARDS} == before
+
+
+_BLOCKING = textwrap.dedent(
+    """
+    import os, sys, time
+    import chute._cli_inputs as inputs
+    from chute._cli import main
+
+    original = inputs.Input.read
+
+    def read(self, indices):
+        indices = list(indices)
+        if int(os.environ["BLOCK_AT"]) in indices and not os.path.exists(os.environ["MARKER"]):
+            open(os.environ["MARKER"], "w").close()
+            while True:  # Stuck mid-shard until the test kills or interrupts us.
+                time.sleep(0.05)
+        return original(self, indices)
+
+    inputs.Input.read = read
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+def _start_blocked(tmp_path, args, block_at):
+    script = tmp_path / "blocking.py"
+    script.write_text(_BLOCKING)
+    marker = tmp_path / "blocked"
+    env = {**os.environ, "BLOCK_AT": str(block_at), "MARKER": str(marker)}
+    process = subprocess.Popen(
+        [sys.executable, str(script), *map(str, args)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the conversion never reached the record"
+        time.sleep(0.05)
+    return process
+
+
+def test_resume_after_sigkill_mid_shard_equals_an_uninterrupted_conversion(
+    run_chute, parquet_file, tmp_path
+):
+    reference = tmp_path / "reference"
+    assert run_chute("convert", parquet_file, reference / "train", "--shards", "4").returncode == 0
+    out = tmp_path / "out"
+    args = ["convert", parquet_file, out / "train", "--shards", "4"]
+    process = _start_blocked(tmp_path, args, block_at=1300)  # Shard 2 (1000..1500), its 2nd chunk.
+    manifest = json.loads((out / "train.chute-convert.json").read_text())
+    assert sorted(manifest["shards"]) == ["0", "1"]
+    assert manifest["complete"] is False
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL
+    assert not (out / SHARDS[2]).exists()
+    assert (out / f".{SHARDS[2]}.tmp").exists()  # The partial shard the kill left.
+
+    result = run_chute(*args)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split()[-1] for line in lines[1:5]] == ["before)", "before)", "written", "written"]
+    assert "  resumed: 2 finished shards kept, 2 written" in lines
+    assert sorted(os.listdir(out)) == [*SHARDS, "train.chute-convert.json"]
+    for name in SHARDS:
+        assert (out / name).read_bytes() == (reference / name).read_bytes()
+    _assert_same_records(
+        list(chute.ParquetSource(str(parquet_file))), _records(out / name for name in SHARDS)
+    )
+
+
+def test_ctrl_c_exits_130_and_the_rerun_resumes(run_chute, parquet_file, tmp_path):
+    args = ["convert", parquet_file, tmp_path / "train", "--shards", "4"]
+    process = _start_blocked(tmp_path, args, block_at=800)  # Shard 1 (500..1000), its 2nd chunk.
+    process.send_signal(signal.SIGINT)
+    _stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert stderr == (
+        "chute convert: error: interrupted; 1 of 4 shards are complete, rerun the same "
+        "command to resume\n"
+    )
+    assert not (tmp_path / f".{SHARDS[1]}.tmp").exists()
+    result = run_chute(*args)
+    assert result.returncode == 0, result.stderr
+    assert "  resumed: 1 finished shard kept, 3 written" in result.stdout.splitlines()
+
+
+def _error(result):
+    return result.returncode, result.stderr
+
+
+def test_missing_source_is_a_usage_error(run_chute, tmp_path):
+    result = run_chute("convert", "nothere.parquet", "out", cwd=tmp_path)
+    assert _error(result) == (
+        2,
+        f"chute convert: error: 'nothere.parquet' does not exist (working directory "
+        f"'{tmp_path}')\n",
+    )
+    assert result.stdout == ""
+
+
+def test_unknown_format_is_a_usage_error(run_chute, tmp_path):
+    (tmp_path / "a.csv").write_text("a,b\n1,2\n")
+    result = run_chute("convert", "a.csv", "out", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        "chute convert: error: unknown format of 'a.csv' (suffix '.csv')"
+    )
+    assert result.stderr.count("\n") == 1
+    bad_choice = run_chute("convert", "a.csv", "out", "--format", "csv", cwd=tmp_path)
+    assert bad_choice.returncode == 2
+    assert "argument --format: invalid choice: 'csv'" in bad_choice.stderr
+
+
+def test_corrupt_parquet_is_a_data_error(run_chute, tmp_path):
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 this is not parquet")
+    result = run_chute("convert", "bad.parquet", "out", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.startswith("chute convert: error: cannot read 'bad.parquet' as parquet: ")
+    assert result.stderr.count("\n") == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_invalid_json_line_is_a_data_error_naming_the_line(run_chute, tmp_path):
+    (tmp_path / "r.jsonl").write_text('{"a": 1}\n{"a": 2}\n{"a": \n')
+    result = run_chute("convert", "r.jsonl", "out", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.startswith("chute convert: error: 'r.jsonl' line 3 is not valid JSON: ")
+    assert not os.path.exists(tmp_path / "out.array_record")
+
+
+def test_corrupt_image_is_a_data_error(run_chute, image_folder, tmp_path):
+    (image_folder / "dog" / "9.png").write_bytes(b"GIF89a not a png")
+    result = run_chute("convert", image_folder, tmp_path / "img")
+    assert _error(result) == (
+        1,
+        f"chute convert: error: '{image_folder / 'dog' / '9.png'}' is not a PNG or JPEG image "
+        "(it starts with b'GIF89a n')\n",
+    )
+
+
+def test_unencodable_record_is_a_data_error(run_chute, tmp_path):
+    np.save(tmp_path / "o.npy", np.zeros((3, 2), dtype=[("a", "i4"), ("b", "f4")]))
+    result = run_chute("convert", tmp_path / "o.npy", tmp_path / "o")
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        f"chute convert: error: record 0 of '{tmp_path / 'o.npy'}' cannot be stored: "
+    )
+
+
+def test_other_conversion_in_dst_needs_overwrite(run_chute, parquet_file, tmp_path):
+    dst = tmp_path / "train"
+    assert run_chute("convert", parquet_file, dst, "--shards", "4").returncode == 0
+    result = run_chute("convert", parquet_file, dst, "--shards", "2")
+    assert _error(result) == (
+        2,
+        f"chute convert: error: the output already holds another conversion (its manifest "
+        f"'{dst}.chute-convert.json' has another layout); pass --overwrite to replace it, or "
+        "choose another DST\n",
+    )
+    result = run_chute("convert", parquet_file, dst, "--shards", "2", "--overwrite")
+    assert result.returncode == 0, result.stderr
+    names = [f"train-0000{i}-of-00002.array_record" for i in range(2)]
+    assert sorted(os.listdir(tmp_path)) == ["data.parquet", *names, "train.chute-convert.json"]
+
+
+def test_existing_output_without_manifest_is_not_overwritten(run_chute, tmp_path):
+    np.save(tmp_path / "x.npy", np.arange(5))
+    (tmp_path / "x.array_record").write_bytes(b"precious")
+    result = run_chute("convert", tmp_path / "x.npy", tmp_path)
+    assert result.returncode == 2
+    assert "already exists and no manifest" in result.stderr
+    assert (tmp_path / "x.array_record").read_bytes() == b"precious"
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--shards", "0"], "--shards must be at least 1, got 0"),
+        (["--records-per-shard", "-1"], "--records-per-shard must be at least 1, got -1"),
+        (["--shards", "6"], "--shards 6 is more than the 5 records of 'x.npy'"),
+    ],
+)
+def test_bad_shard_options_are_usage_errors(tmp_path, capsys, monkeypatch, option, message):
+    np.save(tmp_path / "x.npy", np.arange(5))
+    monkeypatch.chdir(tmp_path)
+    assert main(["convert", "x.npy", "out", *option]) == 2
+    assert capsys.readouterr().err == f"chute convert: error: {message}\n"
+
+
+@given(
+    total=st.integers(1, 10_000),
+    shards=st.one_of(st.none(), st.integers(1, 50)),
+    per=st.integers(1, 5000),
+)
+def test_shard_bounds_are_consecutive_and_cover_every_record(total, shards, per):
+    shards = None if shards is None else min(shards, total)
+    bounds = shard_bounds(total, shards=shards, records_per_shard=per)
+    assert bounds[0][0] == 0
+    assert bounds[-1][1] == total
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(bounds))
+    sizes = [stop - start for start, stop in bounds]
+    if shards is not None:
+        assert len(bounds) == shards
+        assert max(sizes) - min(sizes) <= 1
+    else:
+        assert all(size == per for size in sizes[:-1])
+        assert 1 <= sizes[-1] <= per
+
+
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=15, deadline=None)
+@given(objects=st.lists(_VALUES, min_size=1, max_size=30), shards=st.integers(1, 4))
+def test_jsonl_conversion_gives_back_every_object(objects, shards):
+    shards = min(shards, len(objects))
+    with tempfile.TemporaryDirectory() as folder:
+        src = os.path.join(folder, "r.jsonl")
+        with open(src, "w") as file:
+            file.writelines(json.dumps(o) + "\n" for o in objects)
+        dst = os.path.join(folder, "out", "r")
+        assert main(["convert", src, dst, "--shards", str(shards), "--quiet"]) == 0
+        written = list(chute.ArrayRecordSource(os.path.join(folder, "out", "*.array_record")))
+        expected = [json.loads(json.dumps(o)) for o in objects]
+        _assert_same_records(expected, written)
+
+
+def test_png_helper_makes_a_png(png_bytes):
+    assert png_bytes(2, 2, 0).startswith(b"\x89PNG")
