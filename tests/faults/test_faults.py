@@ -143,12 +143,6 @@ def test_a_file_truncated_mid_epoch_raises_a_chute_error_after_correct_elements(
     assert outcome.leftovers == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug: ArrayRecordSource reading a file truncated after it was opened "
-    "gets b'' for records past the new end; the codec error that follows "
-    "('a chute record is at least 12 bytes, got 0') names neither the file nor the key",
-)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_the_error_for_a_file_truncated_mid_epoch_names_the_file(seed, tmp_path):
     outcome = fs.run_truncated_file(seed, str(tmp_path), decode=True)
@@ -157,12 +151,6 @@ def test_the_error_for_a_file_truncated_mid_epoch_names_the_file(seed, tmp_path)
     assert os.path.basename(outcome.extra["path"]) in str(error)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug: with the default decode='auto', records past the end of a file "
-    "truncated after it was opened come out as b'' (not chute records, so returned raw): "
-    "hundreds of wrong elements and no error",
-)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_file_truncated_mid_epoch_never_yields_wrong_elements_with_default_decode(seed, tmp_path):
     outcome = fs.run_truncated_file(seed, str(tmp_path), decode="auto")
@@ -440,12 +428,6 @@ def test_a_damaged_checkpoint_is_refused_before_use(damage, tmp_path):
     _assert_refused_and_untouched(ds, tmp_path, chute_checkpoint.CheckpointFormatError)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug (or spec gap): wrong types inside 'state' are not checked by "
-    "validate_document; restore raises InvalidStateError from the iterator's set_state "
-    "instead of CheckpointFormatError",
-)
 @pytest.mark.parametrize("position", ["8", 2.5, None, True])
 def test_a_checkpoint_with_a_wrongly_typed_position_is_refused_as_a_format_error(
     position, tmp_path

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from chute_sources import CheckpointableIterator
+from chute_sources import CheckpointableIterator, InvalidStateError
 
 from ._describe import describe_pipeline, fingerprint
 from ._errors import CheckpointError, CheckpointFormatError, PipelineMismatchError
@@ -251,7 +251,14 @@ def apply_document(
                 f"iterator's:\n{listed}\nRestore into an iterator of the same pipeline, or pass "
                 "check_pipeline=False to restore the position anyway."
             )
-    iterator.set_state(document["state"])
+    try:
+        iterator.set_state(document["state"])
+    except InvalidStateError as error:
+        # The iterator checked the state before moving: a damaged or foreign file.
+        raise CheckpointFormatError(
+            f"{where}: the iterator's state in the checkpoint is not valid for this "
+            f"pipeline ({error}); the file is damaged or was not written by chute."
+        ) from error
 
 
 def pipeline_differences(

@@ -155,6 +155,8 @@ class ArrayRecordSource(Source[Any]):
         sizes = [i.num_records for i in instructions]
         self._starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self._skips = np.asarray([i.skip for i in instructions], dtype=np.int64)
+        # Sizes when opened: a file truncated later reads back empty records, not errors.
+        self._file_bytes = tuple(_file_size(i.filename) for i in instructions)
 
     def _count_records(self, files: list[str]) -> list[int]:
         def count(file: str) -> int:
@@ -202,13 +204,28 @@ class ArrayRecordSource(Source[Any]):
 
     def _read_file(self, file_index: int, positions: list[int], keys: Sequence[int]) -> list[bytes]:
         try:
-            return list(self._reader(file_index).read(positions))
+            records = list(self._reader(file_index).read(positions))
+            if b"" in records:
+                self._check_unchanged(file_index, keys)
+            return records
         except RuntimeError as error:
             filename = self._instructions[file_index].filename
             raise SourceFileError(
                 f"cannot read record keys {list(keys)[:5]}{'...' if len(keys) > 5 else ''} from "
                 f"ArrayRecord file {filename!r}: {error}. The file may be truncated or corrupt."
             ) from error
+
+    def _check_unchanged(self, file_index: int, keys: Sequence[int]) -> None:
+        """Raises `SourceFileError` if the file's size changed since it was opened."""
+        filename = self._instructions[file_index].filename
+        before, now = self._file_bytes[file_index], _file_size(filename)
+        if now != before:
+            raise SourceFileError(
+                f"ArrayRecord file {filename!r} changed size since it was opened ({before} -> "
+                f"{now} bytes) while reading record keys {list(keys)[:5]}"
+                f"{'...' if len(keys) > 5 else ''}: it was truncated or rewritten, so its "
+                "records cannot be trusted. Restore the file and resume from a checkpoint."
+            )
 
     def _read(self, index: int) -> Any:
         return self._read_many([index])[0]
@@ -256,6 +273,13 @@ class ArrayRecordSource(Source[Any]):
     def _params(self) -> dict[str, Any]:
         files = [i.filename for i in self._instructions]
         return {"paths": display_paths(files), "num_records": len(self), "decode": self._decode}
+
+
+def _file_size(filename: str) -> int:
+    try:
+        return os.stat(filename).st_size
+    except OSError:
+        return -1
 
 
 def _auto_decode(record: bytes) -> Any:
