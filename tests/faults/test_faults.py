@@ -175,12 +175,6 @@ def test_a_corrupt_record_raises_corrupt_record_error_naming_the_stage(seed, tmp
     assert outcome.leftovers == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug: under mp_prefetch the stage note gives the element's index "
-    "within its chunk ('at index 5 of the stream' for record 37 with chunk_size=8), not its "
-    "position in the stream",
-)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_corrupt_record_error_names_the_records_position(seed, tmp_path):
     outcome = fs.run_corrupt_record(seed, str(tmp_path))
@@ -206,11 +200,6 @@ def test_one_bad_element_in_a_million_raises_after_an_exact_prefix(seed):
     assert outcome.leftovers == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug: under mp_prefetch the stage note names the element's index within "
-    "its chunk (e.g. 'at index 3057 of the stream' for element 654321, chunk_size=4096)",
-)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_one_bad_element_in_a_million_is_named_by_its_position(seed):
     outcome = fs.run_one_in_a_million(seed)
@@ -218,12 +207,6 @@ def test_one_bad_element_in_a_million_is_named_by_its_position(seed):
     assert found is not None and found[1] == outcome.fault_at, fs.notes(outcome.error)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug: under mp_prefetch a failing chunk yields none of its elements, so "
-    "up to chunk_size - 1 good elements before the bad one are never yielded (without "
-    "mp_prefetch all of them are): the elements before an error depend on the engine",
-)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_one_bad_element_in_a_million_comes_after_every_element_before_it(seed):
     outcome = fs.run_one_in_a_million(seed)

@@ -66,14 +66,17 @@ def test_resume_with_another_number_of_workers():
 def test_a_worker_exception_keeps_its_type_and_names_worker_and_chunk():
     ds = chute.MapDataset.range(40).to_iter_dataset().map(FailAt(23, KeyError))
     it = iter(ds.mp_prefetch(MultiprocessingOptions(num_workers=2), chunk_size=10))
-    assert [next(it) for _ in range(20)] == list(range(20))
+    # Every element before the failing one comes out first, as without workers.
+    assert [next(it) for _ in range(23)] == list(range(23))
     with pytest.raises(KeyError) as info:
         next(it)
     notes = "\n".join(info.value.__notes__)
-    assert "raised by map(FailAt) on the element at index 3 of the stream" in notes
+    assert "raised by map(FailAt) on the element at position 23" in notes
     assert "raised in worker 0 while running chunk 2 (base positions 20..29)" in notes
     assert "Traceback" in notes
-    assert it.get_state() == {"chunk": 2, "offset": 0}
+    assert it.get_state() == {"chunk": 2, "offset": 3}
+    with pytest.raises(KeyError):  # It stays at the failing element.
+        next(it)
 
 
 def test_a_killed_worker_raises_within_seconds():

@@ -183,14 +183,13 @@ def test_random_map_stream_is_deterministic_and_resumes():
     assert first != list(RandomMapIter(FilterIter(_stream(30), Even()), noise, seed=2))
 
 
-def test_stream_errors_name_the_op_and_index():
+def test_stream_errors_name_the_op_and_the_elements_position():
+    # The third element after the filter is the source's position 4 (its origin).
     it = MapIter(FilterIter(_stream(), Even()), lambda x: 1 // (x - 4))
     assert [next(it), next(it)] == [-1, -1]
     with pytest.raises(ZeroDivisionError) as info:
         next(it)
-    assert info.value.__notes__ == [
-        "chute: raised by map(<lambda>) on the element at index 2 of the stream"
-    ]
+    assert info.value.__notes__ == ["chute: raised by map(<lambda>) on the element at position 4"]
 
 
 def test_flat_map_stream_error_leaves_the_state_at_the_failing_element():

@@ -36,8 +36,8 @@ class PerformanceConfig:
 
     Example:
         >>> config = pick_performance_config(range(10), ram_budget_mb=8)
-        >>> config.elements_measured, config.multiprocessing_options.num_workers
-        (10, 0)
+        >>> config.elements_measured, config.bytes_per_element  # Python ints: 8 bytes.
+        (10, 8)
     """
 
     read_options: ReadOptions

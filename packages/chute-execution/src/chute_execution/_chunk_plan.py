@@ -23,7 +23,7 @@ from chute_transforms._batch import Allocate, stacking_into
 
 from ._checks import check_count, check_dataset
 
-__all__ = ["ChunkPlan", "ChunkResult", "StreamOp", "Unstacked"]
+__all__ = ["ChunkPlan", "ChunkResult", "StreamOp", "Unstacked", "outputs_before"]
 
 StreamOp = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 """An elementwise stream op: `(op_class, args, kwargs)`, applied as `op(parent, *a, **k)`."""
@@ -31,6 +31,38 @@ StreamOp = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 ChunkResult = tuple[Any, list[tuple[int, ...] | None]]
 """The outputs of one chunk (a list, or with `stack` one batch of them, None if there
 are none), and the origin of each output."""
+
+
+def outputs_before(plan: ChunkPlan, chunk: int, error: BaseException) -> ChunkResult:
+    """The outputs of `chunk` that came before `error` was raised running it.
+
+    A failing chunk's good outputs are recomputed here (the error says how many there
+    were), so that the elements before an error are handed out with any number of
+    workers, as without workers. Stops early if the recomputation fails sooner.
+
+    Example:
+        >>> from chute_transforms import MapIter
+        >>> plan = ChunkPlan(range(8), [(MapIter, (lambda x: 10 // (x - 5),), {})], 8)
+        >>> try:
+        ...     plan.run(0)
+        ... except ZeroDivisionError as error:
+        ...     outputs_before(plan, 0, error)
+        ([-2, -3, -4, -5, -10], [(0,), (1,), (2,), (3,), (4,)])
+    """
+    limit = getattr(error, "chute_outputs_before", None)
+    outputs: list[Any] = []
+    origins: list[tuple[int, ...] | None] = []
+    if not isinstance(limit, int):
+        return outputs, origins
+    try:
+        for element, origin in plan.iterate(chunk):
+            if len(outputs) >= limit:
+                break
+            outputs.append(element)
+            origins.append(origin)
+    except Exception:
+        pass  # It failed here too, at or before the same element.
+    return outputs, origins
 
 
 class Unstacked(list):  # type: ignore[type-arg]
@@ -162,9 +194,15 @@ class ChunkPlan:
         """
         outputs: list[Any] = []
         origins: list[tuple[int, ...] | None] = []
-        for element, origin in self.iterate(chunk):
-            outputs.append(element)
-            origins.append(origin)
+        try:
+            for element, origin in self.iterate(chunk):
+                outputs.append(element)
+                origins.append(origin)
+        except Exception as error:
+            # How many outputs came before the failure: the consumer hands those out
+            # before raising, as a single process would (see `outputs_before`).
+            error.chute_outputs_before = len(outputs)  # type: ignore[attr-defined]
+            raise
         if self.stack:
             if not outputs:
                 return None, origins

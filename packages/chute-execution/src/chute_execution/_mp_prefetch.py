@@ -20,13 +20,13 @@ from chute_samplers import IterNode
 from chute_sources import ChuteError, InvalidStateError, IteratorState
 from chute_sources._shm import reclaim_orphaned_segments
 
-from ._chunk_plan import ChunkPlan, ChunkResult
+from ._chunk_plan import ChunkPlan, ChunkResult, outputs_before
 from ._leases import LeaseBook, default_budget
 from ._mp_options import MultiprocessingOptions
 from ._transport_codec import SlabMessage
 from ._transport_reader import SlabReader
 from ._worker import WorkerFailure
-from ._worker_pool import WorkerDiedError, WorkerPool
+from ._worker_pool import WorkerDiedError, WorkerPool, WorkerTimeoutError
 
 __all__ = ["MultiprocessPrefetchIter", "WorkerError"]
 
@@ -109,6 +109,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         self._chunk = 0
         self._offset = 0
         self._outputs: list[Any] | None = None
+        self._failure: Exception | None = None  # Raised once the outputs before it are out.
         self._origins: list[tuple[int, ...] | None] = []
         self._last_origin: tuple[int, ...] | None = None
         self._generation = 0
@@ -125,11 +126,23 @@ class MultiprocessPrefetchIter(IterNode[Any]):
                     self._last_origin = self._origins[self._offset]
                     self._offset += 1
                     return outputs[self._offset - 1]
-                self._chunk, self._offset, self._outputs = self._chunk + 1, 0, None
+                if self._failure is None:
+                    self._chunk, self._offset, self._outputs = self._chunk + 1, 0, None
+            if self._failure is not None:
+                failure, self._failure, self._outputs = self._failure, None, None
+                raise failure  # After the chunk's outputs that came before it.
             if self._chunk >= self._plan.num_chunks:
                 self.close()
                 raise StopIteration
-            outputs, origins = self._result(self._chunk)
+            try:
+                outputs, origins = self._result(self._chunk)
+            except (WorkerDiedError, WorkerTimeoutError, InvalidStateError):
+                raise
+            except Exception as error:
+                outputs, origins = outputs_before(self._plan, self._chunk, error)
+                if self._offset >= len(outputs):
+                    raise
+                self._failure = error
             if self._offset > len(outputs):
                 raise InvalidStateError(
                     f"the state's offset {self._offset} is past the {len(outputs)} outputs of "
@@ -142,7 +155,11 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         return self._last_origin
 
     def get_state(self) -> IteratorState:
-        if self._outputs is not None and self._offset == len(self._outputs):
+        if (
+            self._outputs is not None
+            and self._offset == len(self._outputs)
+            and self._failure is None
+        ):
             return {"chunk": self._chunk + 1, "offset": 0}
         return {"chunk": self._chunk, "offset": self._offset}
 
@@ -162,6 +179,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
                 f"{self!r}: state chunk {chunk} is past the last chunk ({self._plan.num_chunks})."
             )
         self._chunk, self._offset, self._outputs = chunk, offset, None
+        self._failure = None
         self._restart()
 
     # --- chunks ---------------------------------------------------------------------

@@ -143,8 +143,9 @@ def _shutdown(processes: list[BaseProcess], connections: list[Connection]) -> No
             connection.send(None)
         except (OSError, ValueError):
             pass
+    deadline = time.monotonic() + _JOIN_SECONDS  # For all of them together.
     for process in processes:
-        process.join(_JOIN_SECONDS)
+        process.join(max(0.0, deadline - time.monotonic()))
     for process in processes:
         if process.is_alive():
             process.terminate()
@@ -225,6 +226,7 @@ class WorkerPool:
         while True:
             if deadline is not None and time.monotonic() > deadline:
                 pid = process.pid
+                process.terminate()  # Stuck in user code: it would not read a stop message.
                 self.close()
                 raise WorkerTimeoutError(
                     f"chute worker {worker} (pid {pid}) took more than {self.timeout} s "

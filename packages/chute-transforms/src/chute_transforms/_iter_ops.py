@@ -64,7 +64,16 @@ class _StreamOp(IterNode[U]):
         return origin
 
     def _fail(self, error: BaseException) -> None:
-        annotate(error, f"{self._op}({self._fn_shown})", f"index {self._index} of the stream")
+        # The origin names the element the same way with any number of workers (a
+        # worker's stream starts at its chunk); the index counts this stream's elements.
+        origin = self.origin
+        if origin:
+            where = f"position {origin[0]}"
+            if len(origin) > 1:
+                where += f" (origin {origin})"
+        else:
+            where = f"index {self._index} of the stream"
+        annotate(error, f"{self._op}({self._fn_shown})", where)
 
     def get_state(self) -> IteratorState:
         return {"parent": self._parent.get_state(), "index": self._index}
