@@ -6,6 +6,7 @@ never lambdas of ours.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
@@ -91,9 +92,11 @@ class MultiprocessFactory:
         init_fn: Callable[[int, int], Any] | None,
         tail: Sequence[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]],
         batch_after: str | None = None,
+        auto_chunk: bool = False,
     ) -> None:
         self.plan, self.options, self.init_fn, self.tail = plan, options, init_fn, tuple(tail)
         self.batch_after = batch_after
+        self.auto_chunk = auto_chunk  # The chunk size was chosen by chute, not the user.
 
     def with_batch_after(
         self, name: str, batch_size: int, drop_remainder: bool, pad: bool
@@ -108,8 +111,12 @@ class MultiprocessFactory:
         if self.tail or self.batch_after is not None:
             return None
         options = {"drop_remainder": drop_remainder, "pad": pad}
+        plan = self.plan
+        if self.auto_chunk:  # Whole batches per chunk: each batch is one slice of a slab.
+            size = batch_aligned_chunk_size(batch_size, len(plan.dataset))
+            plan = dataclasses.replace(plan, chunk_size=size)
         return MultiprocessFactory(
-            self.plan, self.options, self.init_fn, [(BatchIter, (batch_size,), options)], name
+            plan, self.options, self.init_fn, [(BatchIter, (batch_size,), options)], name
         )
 
     def __call__(self) -> CheckpointableIterator[Any]:
@@ -136,6 +143,20 @@ class MultiprocessFactory:
             iterator = timed(op(iterator, *args, **kwargs), getattr(op, "__name__", "stage"))
         result: CheckpointableIterator[Any] = iterator
         return result
+
+
+def batch_aligned_chunk_size(batch_size: int, length: int) -> int:
+    """A chunk size that is a multiple of `batch_size`, for workers that batch.
+
+    About 64 elements, at most 1/16 of the dataset, and at least one batch.
+
+    Example:
+        >>> batch_aligned_chunk_size(128, 4096), batch_aligned_chunk_size(8, 10_000)
+        (128, 64)
+    """
+    per_chunk = max(1, 64 // batch_size)
+    cap = max(1, -(-length // 16))
+    return batch_size * max(1, min(per_chunk, cap // batch_size))
 
 
 def split_for_workers(
