@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -66,23 +65,7 @@ def main() -> None:
             .batch(w.RANGE_BATCH)
             .mp_prefetch(options)
         )
-        it = iter(ds)
-        for _ in range(10):
-            next(it)
-        path = os.path.join(folder, "grain-state.json")
-        start = time.perf_counter()
-        with open(path, "w") as file:
-            json.dump(it.get_state(), file)
-        saved = time.perf_counter() - start
-        expected = next(it).tolist()
-        fresh = iter(ds)
-        start = time.perf_counter()
-        with open(path) as file:
-            fresh.set_state(json.load(file))
-        first = next(fresh).tolist()
-        restored = time.perf_counter() - start
-        assert first == expected, "restore did not continue with the next batch"
-        w.report({"save_s": saved, "restore_s": restored, "bytes": os.path.getsize(path)})
+        w.report(w.checkpoint_round_trip(ds, os.path.join(folder, "grain-state.json")))
     else:
         raise SystemExit(f"unknown workload {workload!r}")
 

@@ -106,6 +106,27 @@ def measure(batches: Iterable[Any], rows: Callable[[Any], int], total: int) -> d
     }
 
 
+def checkpoint_round_trip(dataset: Iterable[Any], path: str) -> dict[str, float]:
+    """Save after 10 batches (get_state + json.dump), then restore in a new iterator
+    (json.load + set_state + next); checks the restored batch is the next one."""
+    it: Any = iter(dataset)
+    for _ in range(10):
+        next(it)
+    start = time.perf_counter()
+    with open(path, "w") as file:
+        json.dump(it.get_state(), file)
+    saved = time.perf_counter() - start
+    expected = next(it).tolist()
+    fresh: Any = iter(dataset)
+    start = time.perf_counter()
+    with open(path) as file:
+        fresh.set_state(json.load(file))
+    first = next(fresh).tolist()
+    restored = time.perf_counter() - start
+    assert first == expected, "restore did not continue with the next batch"
+    return {"save_s": saved, "restore_s": restored, "bytes": os.path.getsize(path)}
+
+
 def report(result: dict[str, Any]) -> None:
     """Prints one runner's result as the JSON line the driver reads."""
     print("RESULT " + json.dumps(result), flush=True)
