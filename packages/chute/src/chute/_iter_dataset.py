@@ -40,6 +40,7 @@ from ._factories import (
     OpFactory,
     split_for_workers,
 )
+from ._mp_stage import default_chunk_size, mp_prefetch_stage, with_chunk_size
 from ._pipeline import (
     Stage,
     check_pipeline_seed,
@@ -229,7 +230,7 @@ class IterDataset(Generic[T]):
         if isinstance(self._factory, MultiprocessFactory) and batch_fn is None:
             fused = self._factory.with_batch_after(item.line(), batch_size, drop_remainder, pad)
             if fused is not None:  # Stacked by the workers, straight into shared memory.
-                stages = _with_chunk_size(self._stages, fused.plan.chunk_size)
+                stages = with_chunk_size(self._stages, fused.plan.chunk_size)
                 return IterDataset(fused, seed=self._seed, stages=(*stages, item))
         return self._then(
             BatchIter,
@@ -366,13 +367,13 @@ class IterDataset(Generic[T]):
         chosen = options if options is not None else MultiprocessingOptions()
         auto_chunk = chunk_size is None
         if chunk_size is None:
-            chunk_size = _default_chunk_size(self._factory, self._stages)
+            chunk_size = default_chunk_size(self._factory, self._stages)
         plan, tail = split_for_workers(self._factory, chunk_size)
         if chosen.num_workers:
             add_preload("chute")  # Workers re-import the main module, which imports chute.
             warm_up(chosen.start_method)  # Workers will then start in milliseconds.
         factory = MultiprocessFactory(plan, chosen, worker_init_fn, tail, auto_chunk=auto_chunk)
-        item = _mp_prefetch_stage(chosen.num_workers, chunk_size)
+        item = mp_prefetch_stage(chosen.num_workers, chunk_size)
         return IterDataset(factory, seed=self._seed, stages=(*self._stages, item))
 
     def to_device(
@@ -468,34 +469,3 @@ def _as_iter_dataset(dataset: Any) -> IterDataset[Any]:
         "expected an IterDataset, a MapDataset or a zero-argument callable making an "
         f"iterator, got {type(dataset).__name__}."
     )
-
-
-def _default_chunk_size(factory: Any, stages: Sequence[Stage]) -> int:
-    """64 elements or 1 batch, and at most 1/16 of the dataset's positions."""
-    names = [item.name for item in stages]
-    read_at = names.index("to_iter_dataset") if "to_iter_dataset" in names else 0
-    size = 1 if "batch" in names[:read_at] else 64
-    while isinstance(factory, OpFactory):
-        factory = factory.parent
-    length = len(getattr(factory, "node", ()))
-    if length:
-        size = min(size, max(1, -(-length // 16)))
-    return size
-
-
-def _mp_prefetch_stage(num_workers: int, chunk_size: int) -> Stage:
-    """The `mp_prefetch` stage: its chunk size is part of the state, the worker count not."""
-    return Stage(
-        "mp_prefetch", (("num_workers", repr(num_workers)),), raw=(("chunk_size", chunk_size),)
-    )
-
-
-def _with_chunk_size(stages: Sequence[Stage], chunk_size: int) -> tuple[Stage, ...]:
-    """`stages` with the last `mp_prefetch` stage showing `chunk_size` (when batch changed it)."""
-    out = list(stages)
-    for number in range(len(out) - 1, -1, -1):
-        if out[number].name == "mp_prefetch":
-            workers = int(dict(out[number].params)["num_workers"])
-            out[number] = _mp_prefetch_stage(workers, chunk_size)
-            break
-    return tuple(out)
