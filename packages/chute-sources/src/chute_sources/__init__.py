@@ -17,8 +17,11 @@ from ._base import Source as Source
 from ._codec import decode_record as decode_record
 from ._codec import encode_record as encode_record
 from ._codec import is_encoded_record as is_encoded_record
+from ._error_budget import ErrorBudget as ErrorBudget
+from ._error_budget import SkippedElement as SkippedElement
 from ._errors import ChuteError as ChuteError
 from ._errors import CorruptRecordError as CorruptRecordError
+from ._errors import ErrorBudgetExceededError as ErrorBudgetExceededError
 from ._errors import InvalidStateError as InvalidStateError
 from ._errors import RecordCodecError as RecordCodecError
 from ._errors import RecordIndexError as RecordIndexError
@@ -78,6 +81,8 @@ __all__ = [
     "CorruptRecordError",
     "DROPPED",
     "Decoder",
+    "ErrorBudget",
+    "ErrorBudgetExceededError",
     "FileInstruction",
     "InvalidStateError",
     "IteratorState",
@@ -94,6 +99,7 @@ __all__ = [
     "SequenceSource",
     "SharedMemoryError",
     "SharedMemorySource",
+    "SkippedElement",
     "Source",
     "SourceClosedError",
     "SourceFileError",

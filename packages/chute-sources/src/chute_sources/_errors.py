@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "ChuteError",
     "CorruptRecordError",
+    "ErrorBudgetExceededError",
     "InvalidStateError",
     "RecordCodecError",
     "RecordIndexError",
@@ -129,5 +130,17 @@ class SharedMemoryError(ChuteError, OSError):
 
     Example:
         >>> issubclass(SharedMemoryError, OSError)
+        True
+    """
+
+
+class ErrorBudgetExceededError(ChuteError, RuntimeError):
+    """More elements failed than the pipeline's `ErrorBudget` allows.
+
+    Raised by the `next()` that reached the failure, chained to its exception (when it
+    was raised in this process); the iterator stays at the failing element.
+
+    Example:
+        >>> issubclass(ErrorBudgetExceededError, RuntimeError)
         True
     """
