@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from typing import TypeVar
 
-import numpy as np
-
 from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
+from chute_sources._error_budget import active_ledger
 
 from ._checks import check_int, state_value
 from ._iter_base import IterNode
-from ._node import check_dataset, fetch
+from ._node import check_dataset
+from ._span import Span, read_span, reader_name
 
 __all__ = ["SequentialIter"]
 
@@ -36,6 +36,12 @@ class SequentialIter(IterNode[T]):
     chunk read ahead is not part of the state, so restoring re-reads at most one chunk;
     the elements never depend on the chunking.
 
+    Errors: an exception raised reading position `p` comes from the `next()` that
+    would have returned `p` (after the elements before it), with a note naming `p`;
+    the state stays at `p`. Under an error budget (`chute_sources.ErrorBudget`, an
+    active `ErrorLedger` when the iterator is built) the element is skipped instead,
+    and charged to the budget when it is reached.
+
     Args:
         dataset: a node, a source or any sequence.
         chunk_size: the most positions read per call (>= 1).
@@ -56,9 +62,11 @@ class SequentialIter(IterNode[T]):
         self._chunk_size = check_int(chunk_size, "chunk_size", "SequentialIter", minimum=1)
         self._read = 1  # Positions the next call reads (adapts, see the class docs).
         self._position = 0
-        self._buffer: list[T] = []
+        self._span: Span[T] = Span(0, [])
         self._offset = 0
         self._last = -1  # The position of the element last returned (-1: none).
+        self._ledger = active_ledger()
+        self._stage = 0 if self._ledger is None else self._ledger.register()
 
     @property
     def origin(self) -> tuple[int, ...] | None:
@@ -67,22 +75,37 @@ class SequentialIter(IterNode[T]):
 
     def __next__(self) -> T:
         while True:
-            if self._offset == len(self._buffer):
-                stop = min(self._position + self._read, len(self._dataset))
-                if self._position >= stop:
-                    raise StopIteration
-                positions = np.arange(self._position, stop, dtype=np.int64)
-                epochs = np.zeros(positions.size, np.uint64)
-                started = time.perf_counter()
-                self._buffer, self._offset = fetch(self._dataset, positions, epochs), 0
-                self._adapt(time.perf_counter() - started)
-            element = self._buffer[self._offset]
+            offset = self._offset
+            elements = self._span.elements
+            if offset == len(elements):
+                self._refill()
+                continue
+            element = elements[offset]
             position = self._position
-            self._offset += 1
-            self._position = position + 1
             if element is not DROPPED:
+                self._offset = offset + 1
+                self._position = position + 1
                 self._last = position
                 return element
+            if self._span.failures is not None:  # Charged before moving past it.
+                assert self._ledger is not None
+                self._span.charge(offset, self._ledger, self._stage, reader_name(self._dataset))
+            self._offset = offset + 1
+            self._position = position + 1
+
+    def _refill(self) -> None:
+        """Reads the next span; raises the current span's error or `StopIteration`."""
+        span = self._span
+        if span.error is not None:
+            error, self._span = span.error, Span(self._position, [])
+            raise error  # The state stays at the failing position.
+        stop = min(self._position + self._read, len(self._dataset))
+        if self._position >= stop:
+            raise StopIteration
+        started = time.perf_counter()
+        self._span = read_span(self._dataset, self._position, stop, self._ledger, self._stage)
+        self._offset = 0
+        self._adapt(time.perf_counter() - started)
 
     def _adapt(self, seconds: float) -> None:
         if seconds < _FAST and self._read < self._chunk_size:
@@ -97,7 +120,7 @@ class SequentialIter(IterNode[T]):
         self._position = state_value(
             state, "position", "SequentialIter", maximum=len(self._dataset)
         )
-        self._buffer, self._offset, self._last = [], 0, -1
+        self._span, self._offset, self._last = Span(self._position, []), 0, -1
 
     def __repr__(self) -> str:
         return f"SequentialIter({self._dataset!r}, position={self._position})"
