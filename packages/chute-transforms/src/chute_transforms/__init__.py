@@ -51,6 +51,7 @@ from ._map_ops import RandomMapMap as RandomMapMap
 from ._map_structure_ops import BatchMap as BatchMap
 from ._map_structure_ops import FlatMapMap as FlatMapMap
 from ._packing import PackedRow as PackedRow
+from ._skip_errors import SkipErrorsIter as SkipErrorsIter
 from ._transforms import BatchTransform as BatchTransform
 from ._transforms import FilterTransform as FilterTransform
 from ._transforms import FlatMapTransform as FlatMapTransform
@@ -85,6 +86,7 @@ __all__ = [
     "RandomMapIter",
     "RandomMapMap",
     "RandomMapTransform",
+    "SkipErrorsIter",
     "TransformTypeError",
     "UnbatchIter",
     "as_filter_fn",

@@ -6,7 +6,8 @@ depend on it, for error notes and for `random_map` over a parent without origins
 for flat map, how many outputs of the current element were already yielded (flat map
 re-computes that element on restore instead of storing its outputs). An exception from
 the user's function keeps its type and gains a note naming the op and the element's
-index in the stream.
+index in the stream. Under an error budget (an active `chute_sources.ErrorLedger` when
+the op is built), a failing element is skipped instead and charged to the budget.
 
 Origins (`IterNode.origin`): map, map with index, random map and filter pass their
 parent's on (read lazily: a chain of properties, nothing stored per element); flat map
@@ -25,6 +26,7 @@ import numpy as np
 from chute_samplers import IterNode, record_rng
 from chute_samplers._hashing import origin_key
 from chute_sources import CheckpointableIterator, IteratorState
+from chute_sources._error_budget import active_ledger
 
 from ._adapters import (
     as_filter_fn,
@@ -51,6 +53,9 @@ class _StreamOp(IterNode[U]):
         self._parent = parent
         self._fn_shown = fn_name(fn)
         self._index = 0
+        self._ledger = active_ledger()
+        self._stage = 0 if self._ledger is None else self._ledger.register()
+        self._skipped = 0  # Elements skipped, for streams without origins.
 
     @property
     def parent(self) -> CheckpointableIterator[Any]:
@@ -66,7 +71,7 @@ class _StreamOp(IterNode[U]):
     def _fail(self, error: BaseException) -> None:
         # The origin names the element the same way with any number of workers (a
         # worker's stream starts at its chunk); the index counts this stream's elements.
-        origin = self.origin
+        origin = self._input_origin()
         if origin:
             where = f"position {origin[0]}"
             if len(origin) > 1:
@@ -74,6 +79,36 @@ class _StreamOp(IterNode[U]):
         else:
             where = f"index {self._index} of the stream"
         annotate(error, f"{self._op}({self._fn_shown})", where)
+
+    def _skip(self, error: BaseException) -> bool:
+        """Annotates `error`; True if the budget skips the element (else re-raise it).
+
+        Raises:
+            ErrorBudgetExceededError: the budget does not allow one more failure.
+        """
+        self._fail(error)
+        ledger = self._ledger
+        if ledger is None:
+            return False
+        origin = self._input_origin()
+        seen = origin[0] + 1 if origin else self._index + self._skipped + 1
+        ledger.charge(self._stage, origin, f"{self._op}({self._fn_shown})", error, seen)
+        self._skipped += 1
+        return True
+
+    def _replayed(self) -> bool:
+        """Whether the element just read was skipped before a restore (skip it unrun)."""
+        ledger = self._ledger
+        return (
+            ledger is not None
+            and bool(ledger.replay)
+            and ledger.replays(self._stage, self._input_origin())
+        )
+
+    def _input_origin(self) -> tuple[int, ...] | None:
+        """The origin of the element this op read last (its parent's)."""
+        origin: tuple[int, ...] | None = getattr(self._parent, "origin", None)
+        return origin
 
     def get_state(self) -> IteratorState:
         return {"parent": self._parent.get_state(), "index": self._index}
@@ -104,14 +139,18 @@ class MapIter(_StreamOp[U]):
         self._fn = as_map_fn(fn)
 
     def __next__(self) -> U:
-        element = next(self._parent)
-        try:
-            result: U = self._fn(element)
-        except Exception as error:
-            self._fail(error)
-            raise
-        self._index += 1
-        return result
+        while True:
+            element = next(self._parent)
+            if self._ledger is not None and self._replayed():
+                continue
+            try:
+                result: U = self._fn(element)
+            except Exception as error:
+                if not self._skip(error):
+                    raise
+                continue
+            self._index += 1
+            return result
 
 
 class MapWithIndexIter(_StreamOp[U]):
@@ -132,14 +171,18 @@ class MapWithIndexIter(_StreamOp[U]):
         self._fn = as_map_with_index_fn(fn)
 
     def __next__(self) -> U:
-        element = next(self._parent)
-        try:
-            result: U = self._fn(self._index, element)
-        except Exception as error:
-            self._fail(error)
-            raise
-        self._index += 1
-        return result
+        while True:
+            element = next(self._parent)
+            if self._ledger is not None and self._replayed():
+                continue
+            try:
+                result: U = self._fn(self._index, element)
+            except Exception as error:
+                if not self._skip(error):
+                    raise
+                continue
+            self._index += 1
+            return result
 
 
 class RandomMapIter(_StreamOp[U]):
@@ -188,21 +231,25 @@ class RandomMapIter(_StreamOp[U]):
 
     def __next__(self) -> U:
         parent = self._parent
-        element = next(parent)
-        origin: tuple[int, ...] | None = getattr(parent, "origin", None)
-        if origin is None:
-            key = self._index
-        elif len(origin) == 1:
-            key = origin[0]
-        else:
-            key = origin_key(origin)
-        try:
-            result: U = self._fn(element, record_rng(self._seed, key, "random_map"))
-        except Exception as error:
-            self._fail(error)
-            raise
-        self._index += 1
-        return result
+        while True:
+            element = next(parent)
+            if self._ledger is not None and self._replayed():
+                continue
+            origin: tuple[int, ...] | None = getattr(parent, "origin", None)
+            if origin is None:
+                key = self._index + self._skipped
+            elif len(origin) == 1:
+                key = origin[0]
+            else:
+                key = origin_key(origin)
+            try:
+                result: U = self._fn(element, record_rng(self._seed, key, "random_map"))
+            except Exception as error:
+                if not self._skip(error):
+                    raise
+                continue
+            self._index += 1
+            return result
 
     def __repr__(self) -> str:
         return f"RandomMapIter({self._parent!r}, {self._fn_shown}, seed={self._seed})"
@@ -229,11 +276,14 @@ class FilterIter(_StreamOp[T]):
         keep = self._predicate
         while True:
             element: T = next(self._parent)
+            if self._ledger is not None and self._replayed():
+                continue
             try:
                 kept = keep(element)
             except Exception as error:
-                self._fail(error)
-                raise
+                if not self._skip(error):
+                    raise
+                continue
             self._index += 1
             if kept:
                 return element
@@ -274,6 +324,9 @@ class FlatMapIter(_StreamOp[U]):
         while self._offset >= len(self._outputs):
             start = self._parent.get_state()
             element = next(self._parent)
+            if self._ledger is not None and self._replayed():
+                self._outputs, self._offset = [], 0
+                continue
             try:
                 outputs = list(self._fn(element))
                 if self._max_fan_out is not None and len(outputs) > self._max_fan_out:
@@ -282,8 +335,10 @@ class FlatMapIter(_StreamOp[U]):
                         f"transform's max_fan_out={self._max_fan_out}."
                     )
             except Exception as error:
+                if self._skip(error):
+                    self._outputs, self._offset = [], 0
+                    continue
                 self._parent.set_state(start)
-                self._fail(error)
                 raise
             self._start, self._outputs, self._offset = start, outputs, 0
             self._index += 1
