@@ -10,30 +10,45 @@ merged stream is the single-process stream, for any number of workers.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from chute_samplers import IterNode, fetch
+from chute_samplers import IterNode
+from chute_samplers._span import Span, read_span, reader_name
 from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
+from chute_sources._error_budget import (
+    ErrorLedger,
+    Key,
+    SkippedElement,
+    active_ledger,
+    ledger_scope,
+)
 from chute_transforms import BatchError, batch_elements
 from chute_transforms._batch import Allocate, stacking_into
 
 from ._checks import check_count, check_dataset
 
-__all__ = ["ChunkPlan", "ChunkResult", "StreamOp", "Unstacked", "outputs_before"]
+__all__ = ["ChunkPlan", "ChunkResult", "Skip", "StreamOp", "Unstacked", "outputs_before"]
 
 StreamOp = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 """An elementwise stream op: `(op_class, args, kwargs)`, applied as `op(parent, *a, **k)`."""
 
-ChunkResult = tuple[Any, list[tuple[int, ...] | None]]
+Skip = tuple[int, SkippedElement, int]
+"""An element a chunk skipped under an error budget: `(outputs before it, the element,
+elements read)`; its `stage` counts the plan's own stages from 0 (the reader)."""
+
+ChunkResult = tuple[Any, list[tuple[int, ...] | None], tuple[Skip, ...]]
 """The outputs of one chunk (a list, or with `stack` one batch of them, None if there
-are none), and the origin of each output."""
+are none), the origin of each output, and the elements it skipped (see `Skip`)."""
 
 
-def outputs_before(plan: ChunkPlan, chunk: int, error: BaseException) -> ChunkResult:
+def outputs_before(
+    plan: ChunkPlan, chunk: int, error: BaseException, replay: Iterable[Key] = ()
+) -> ChunkResult:
     """The outputs of `chunk` that came before `error` was raised running it.
 
     A failing chunk's good outputs are recomputed here (the error says how many there
@@ -47,22 +62,24 @@ def outputs_before(plan: ChunkPlan, chunk: int, error: BaseException) -> ChunkRe
         ...     plan.run(0)
         ... except ZeroDivisionError as error:
         ...     outputs_before(plan, 0, error)
-        ([-2, -3, -4, -5, -10], [(0,), (1,), (2,), (3,), (4,)])
+        ([-2, -3, -4, -5, -10], [(0,), (1,), (2,), (3,), (4,)], ())
     """
     limit = getattr(error, "chute_outputs_before", None)
     outputs: list[Any] = []
     origins: list[tuple[int, ...] | None] = []
     if not isinstance(limit, int):
-        return outputs, origins
+        return outputs, origins, ()
+    ledger = plan.ledger(replay)
     try:
-        for element, origin in plan.iterate(chunk):
+        for element, origin in plan.iterate(chunk, ledger):
             if len(outputs) >= limit:
                 break
             outputs.append(element)
             origins.append(origin)
     except Exception:
         pass  # It failed here too, at or before the same element.
-    return outputs, origins
+    skips = () if ledger is None else tuple(s for s in ledger.reports if s[0] <= len(outputs))
+    return outputs, origins, skips
 
 
 class Unstacked(list):  # type: ignore[type-arg]
@@ -82,40 +99,75 @@ _READERS: dict[int, ThreadPoolExecutor] = {}
 """One reading thread pool per size, per process (workers each get their own)."""
 
 
-def _fetch_chunk(
-    dataset: RandomAccessDataSource[Any], start: int, stop: int, threads: int
-) -> list[Any]:
-    positions = np.arange(start, stop, dtype=np.int64)
-    if threads <= 1 or positions.size < 2 * threads:
-        return fetch(dataset, positions, np.zeros(positions.size, np.uint64))
+def _read_chunk(
+    dataset: RandomAccessDataSource[Any],
+    start: int,
+    stop: int,
+    threads: int,
+    ledger: ErrorLedger | None,
+    stage: int,
+) -> Span[Any]:
+    """`read_span` of `[start, stop)`, split over `threads` threads when it is long enough."""
+    if threads <= 1 or stop - start < 2 * threads:
+        return read_span(dataset, start, stop, ledger, stage)
     pool = _READERS.get(threads)
     if pool is None:
         pool = _READERS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="chute-chunk")
-    parts = np.array_split(positions, threads)
-    futures = [pool.submit(fetch, dataset, p, np.zeros(p.size, np.uint64)) for p in parts]
-    return [element for future in futures for element in future.result()]
+    bounds = np.linspace(start, stop, threads + 1).astype(np.int64).tolist()
+    futures = [
+        pool.submit(read_span, dataset, a, b, ledger, stage) for a, b in itertools.pairwise(bounds)
+    ]
+    merged: Span[Any] = Span(start, [])
+    for future in futures:
+        part = future.result()
+        if part.failures:
+            shift = part.start - start
+            merged.failures = merged.failures or {}
+            merged.failures.update({shift + k: e for k, e in part.failures.items()})
+        merged.elements.extend(part.elements)
+        if part.error is not None:
+            merged.error = part.error
+            break
+    return merged
 
 
 class _ChunkReader(IterNode[Any]):
-    """Reads base positions `[start, stop)` in order (skipping DROPPED); origin `(p,)`."""
+    """Reads base positions `[start, stop)` in order (skipping DROPPED); origin `(p,)`.
+
+    Reads on the first `next()`. A failed read raises after the elements before it or,
+    under an error budget, is charged to the ledger (which collects) and skipped.
+    """
 
     def __init__(
         self, dataset: RandomAccessDataSource[Any], start: int, stop: int, threads: int = 0
     ) -> None:
-        self._elements = _fetch_chunk(dataset, start, stop, threads)
+        self._dataset, self._stop, self._threads = dataset, stop, threads
+        self._span: Span[Any] | None = None
         self._start = start
         self._next = 0
         self._last: int | None = None
+        self._ledger = active_ledger()
+        self._stage = 0 if self._ledger is None else self._ledger.register()
 
     def __next__(self) -> Any:
-        elements = self._elements
+        span = self._span
+        if span is None:
+            span = self._span = _read_chunk(
+                self._dataset, self._start, self._stop, self._threads, self._ledger, self._stage
+            )
+        elements = span.elements
         while self._next < len(elements):
             index = self._next
-            self._next += 1
             element = elements[index]
             if element is not DROPPED:
+                self._next = index + 1
                 self._last = self._start + index
                 return element
+            if span.failures is not None and self._ledger is not None:
+                span.charge(index, self._ledger, self._stage, reader_name(self._dataset))
+            self._next = index + 1
+        if span.error is not None:
+            raise span.error
         raise StopIteration
 
     @property
@@ -147,12 +199,17 @@ class ChunkPlan:
             worker builds batches and the consumer only slices and joins them (as an
             `Unstacked` list if they do not stack, e.g. batches of different shapes).
 
+        skip_errors: skip elements that fail (reading or in an op) and report them in
+            the result instead of raising (the consumer charges them to its budget).
+        covered: with `skip_errors`, how many ops (after the reader) skip failures;
+            None: all of them. The others raise, as after a `skip_errors` stage.
+
     Example:
         >>> from chute_transforms import FilterIter, MapIter
         >>> plan = ChunkPlan(range(10), [(FilterIter, (lambda x: x % 3,), {}),
         ...                               (MapIter, (lambda x: x * 10,), {})], chunk_size=4)
         >>> plan.num_chunks, plan.run(1)
-        (3, ([40, 50, 70], [(4,), (5,), (7,)]))
+        (3, ([40, 50, 70], [(4,), (5,), (7,)], ()))
     """
 
     dataset: RandomAccessDataSource[Any]
@@ -160,6 +217,8 @@ class ChunkPlan:
     chunk_size: int = 64
     read_threads: int = 0
     stack: bool = False
+    skip_errors: bool = False
+    covered: int | None = None
 
     def __post_init__(self) -> None:
         check_dataset(self.dataset, "ChunkPlan")
@@ -172,30 +231,68 @@ class ChunkPlan:
         """How many chunks the base has (the last may be short)."""
         return -(-len(self.dataset) // self.chunk_size)
 
-    def iterate(self, chunk: int) -> Iterator[tuple[Any, tuple[int, ...] | None]]:
-        """Yields `(output, origin)` for chunk `chunk`, lazily."""
+    def count_stages(self) -> int:
+        """How many of the plan's stages can skip failures (the reader and the ops)."""
+        ledger = ErrorLedger(None)
+        self._build(0, 0, ledger)
+        return ledger.register(0)
+
+    def ledger(self, replay: Iterable[Key] = ()) -> ErrorLedger | None:
+        """A collecting ledger for one chunk run, if the plan skips errors."""
+        if not self.skip_errors:
+            return None
+        ledger = ErrorLedger(None)
+        ledger.preset(replay)
+        return ledger
+
+    def _build(self, start: int, stop: int, ledger: ErrorLedger | None) -> Any:
+        covered = len(self.ops) if self.covered is None else self.covered
+        with ledger_scope(ledger):
+            stream: Any = _ChunkReader(self.dataset, start, stop, self.read_threads)
+            for op, args, kwargs in self.ops[:covered]:
+                stream = op(stream, *args, **kwargs)
+        with ledger_scope(None):
+            for op, args, kwargs in self.ops[covered:]:
+                stream = op(stream, *args, **kwargs)
+        return stream
+
+    def iterate(
+        self, chunk: int, ledger: ErrorLedger | None = None
+    ) -> Iterator[tuple[Any, tuple[int, ...] | None]]:
+        """Yields `(output, origin)` for chunk `chunk`, lazily.
+
+        With `ledger` (collecting), failing elements are skipped and reported there,
+        each stamped with the number of outputs yielded before it.
+        """
         start = chunk * self.chunk_size
         stop = min(start + self.chunk_size, len(self.dataset))
-        stream: Any = _ChunkReader(self.dataset, start, stop, self.read_threads)
-        for op, args, kwargs in self.ops:
-            stream = op(stream, *args, **kwargs)
+        stream = self._build(start, stop, ledger)
+        produced = 0
         while True:
+            if ledger is not None:
+                ledger.at = produced
             try:
                 element = next(stream)
             except StopIteration:
                 return
+            produced += 1
             yield element, getattr(stream, "origin", None)
 
-    def run(self, chunk: int, allocate: Allocate | None = None) -> ChunkResult:
-        """The outputs of chunk `chunk` and their origins, in order.
+    def run(
+        self, chunk: int, allocate: Allocate | None = None, replay: Iterable[Key] = ()
+    ) -> ChunkResult:
+        """The outputs of chunk `chunk`, their origins and the elements skipped, in order.
 
         With `stack`, `allocate` (see `chute_transforms.stacking_into`) gives the memory
-        to stack the array leaves into, e.g. a worker's shared-memory slab.
+        to stack the array leaves into, e.g. a worker's shared-memory slab. `replay`:
+        elements of this chunk skipped before a restore (`(stage, origin)`, the plan's
+        own stage numbers), skipped again without running them.
         """
         outputs: list[Any] = []
         origins: list[tuple[int, ...] | None] = []
+        ledger = self.ledger(replay)
         try:
-            for element, origin in self.iterate(chunk):
+            for element, origin in self.iterate(chunk, ledger):
                 outputs.append(element)
                 origins.append(origin)
         except Exception as error:
@@ -203,14 +300,15 @@ class ChunkPlan:
             # before raising, as a single process would (see `outputs_before`).
             error.chute_outputs_before = len(outputs)  # type: ignore[attr-defined]
             raise
+        skips = () if ledger is None else tuple(ledger.reports)
         if self.stack:
             if not outputs:
-                return None, origins
+                return None, origins, skips
             try:
                 if allocate is None:
-                    return batch_elements(outputs), origins
+                    return batch_elements(outputs), origins, skips
                 with stacking_into(allocate):
-                    return batch_elements(outputs), origins
+                    return batch_elements(outputs), origins, skips
             except BatchError:
-                return Unstacked(outputs), origins
-        return outputs, origins
+                return Unstacked(outputs), origins, skips
+        return outputs, origins, skips

@@ -7,7 +7,7 @@ from typing import Any
 
 from chute_samplers import EpochArray, IndexSampler, IterNode, MapNode, PositionArray, record_rng
 from chute_samplers._index_sampler import RNG_OP
-from chute_sources import RandomAccessDataSource, read_records
+from chute_sources import ErrorBudget, RandomAccessDataSource, read_records
 from chute_transforms import (
     BatchIter,
     BatchTransform,
@@ -19,6 +19,7 @@ from chute_transforms import (
     MapTransform,
     RandomMapIter,
     RandomMapTransform,
+    SkipErrorsIter,
     as_filter_fn,
     as_flat_map_fn,
     as_map_fn,
@@ -113,6 +114,10 @@ class DataLoader:
         worker_buffer_size: chunks each worker may work ahead.
         read_options: threads that read each chunk of records (per process).
         chunk_size: records per unit of work handed to a worker.
+        error_budget: skip records that fail to read or to transform (the operations
+            before the first batch) within this budget, instead of raising; see
+            `chute.IterDataset.skip_errors`. The iterator's `failures` and `skipped`
+            tell what was left out, and its state records them.
 
     Example:
         >>> from chute_samplers import IndexSampler, NoSharding
@@ -135,6 +140,7 @@ class DataLoader:
         worker_buffer_size: int = 1,
         read_options: ReadOptions | None = None,
         chunk_size: int = 64,
+        error_budget: ErrorBudget | None = None,
     ) -> None:
         if not isinstance(sampler, IndexSampler):
             raise TypeError(f"DataLoader: sampler must be an IndexSampler, got {sampler!r}.")
@@ -147,6 +153,12 @@ class DataLoader:
         self.options = MultiprocessingOptions(worker_count, worker_buffer_size)
         self.read_options = read_options
         self.chunk_size = check_count(chunk_size, "chunk_size", "DataLoader", minimum=1)
+        if error_budget is not None and not isinstance(error_budget, ErrorBudget):
+            raise TypeError(
+                "DataLoader: error_budget must be an ErrorBudget (e.g. "
+                f"ErrorBudget(max_failures=10)) or None, got {error_budget!r}."
+            )
+        self.error_budget = error_budget
         self._seed = 0 if sampler.seed is None else sampler.seed
         self._chunk_ops, self._tail = self._compile(list(operations))
         self._operations = tuple(operations)
@@ -190,7 +202,14 @@ class DataLoader:
             self.chunk_size,
             read_threads,
         )
-        iterator: Any = MultiprocessPrefetchIter(plan, self.options)
+        iterator: Any
+        if self.error_budget is None:
+            iterator = MultiprocessPrefetchIter(plan, self.options)
+        else:
+            options = self.options
+            iterator = SkipErrorsIter(
+                lambda: MultiprocessPrefetchIter(plan, options), self.error_budget
+            )
         for op, args, kwargs in self._tail:
             iterator = op(iterator, *args, **kwargs)
         result: IterNode[Any] = iterator
@@ -215,6 +234,11 @@ class DataLoader:
                 {"op": "sampler", "params": sampling},
                 *({"op": "operation", "params": {"transform": op}} for op in self._operations),
                 {"op": "chunks", "params": {"chunk_size": self.chunk_size}},
+                *(
+                    [{"op": "error_budget", "params": {"budget": self.error_budget}}]
+                    if self.error_budget is not None
+                    else []
+                ),
             ],
         }
 

@@ -2,7 +2,8 @@
 
 The batches equal `BatchIter` over `MultiprocessPrefetchIter` of the same plan (the
 elements of each batch, its dtypes, remainder and padding), and so do the states:
-`{"parent": {"chunk": c, "offset": k}}` at the start of the next batch. But the
+`{"parent": {"chunk": c, "offset": k}}` at the start of the next batch, and so do
+the elements an error budget skips, charged as the rows after them are taken. But the
 stacking runs in the workers, and a batch that lies within one chunk reaches the
 consumer without any copy beyond the one out of shared memory (a batch across chunks
 costs one `np.concatenate`).
@@ -70,13 +71,19 @@ class MultiprocessBatchIter(IterNode[Any]):
 
     def _load(self, chunk: int) -> tuple[Any, int, list[Any]]:
         if self._cached is None or self._cached[0] != chunk:
-            stacked, origins = self._chunks._result(chunk)
+            stacked, origins, skips = self._chunks._result(chunk)
             if stacked is None:
                 rows = 0
             else:
                 rows = len(stacked) if isinstance(stacked, Unstacked) else batch_rows(stacked)
             self._cached = (chunk, stacked, rows, origins)
+            self._chunks.set_skips(skips)  # Charged as their rows are taken.
         return self._cached[1], self._cached[2], self._cached[3]
+
+    def _charge(self, upto: int) -> None:
+        """Charges the skipped elements before output `upto` of the loaded chunk."""
+        if self._chunks._skip_at <= upto:
+            self._chunks.charge_skips(upto)
 
     def __next__(self) -> Any:
         chunk, offset = self._chunk, self._offset
@@ -91,6 +98,7 @@ class MultiprocessBatchIter(IterNode[Any]):
                 )
             take = min(need, rows - offset)
             if take:
+                self._charge(offset + take - 1)
                 if not pieces:
                     first_origin = origins[offset]
                 if isinstance(stacked, Unstacked):  # Batched here, as BatchIter would.
@@ -99,7 +107,8 @@ class MultiprocessBatchIter(IterNode[Any]):
                     pieces.append(slice_batch(stacked, offset, offset + take))
                 offset += take
                 need -= take
-            if offset == rows:
+            if offset == rows and (need or self._chunks._skip_at > rows):
+                self._charge(rows)  # Skips after its last row, when more rows are needed.
                 chunk, offset = chunk + 1, 0
         if not pieces or (need and self._drop_remainder):
             self._chunk, self._offset = chunk, offset

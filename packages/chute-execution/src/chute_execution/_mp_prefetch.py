@@ -6,11 +6,17 @@ order, so the stream is the one a single process gives, for any number of worker
 (0 runs the very same chunks in this process). The state is `{"chunk": c, "offset": k}`,
 the next element being output `k` of chunk `c`: it never waits for workers and
 restores with any number of workers, re-running at most one chunk.
+
+Under an error budget (an active `ErrorLedger` when the iterator is built), the plan
+skips failing elements and reports them with each chunk; the consumer charges each
+to the budget when it reaches its place among the outputs, as a single process would.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -18,9 +24,10 @@ from typing import Any
 
 from chute_samplers import IterNode
 from chute_sources import ChuteError, InvalidStateError, IteratorState
+from chute_sources._error_budget import Key, active_ledger
 from chute_sources._shm import reclaim_orphaned_segments
 
-from ._chunk_plan import ChunkPlan, ChunkResult, outputs_before
+from ._chunk_plan import ChunkPlan, ChunkResult, Skip, outputs_before
 from ._leases import LeaseBook, default_budget
 from ._mp_options import MultiprocessingOptions
 from ._transport_codec import SlabMessage
@@ -115,6 +122,13 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         self._generation = 0
         self._next_submit = 0
         self._in_flight: list[collections.deque[tuple[int, int]]] = []
+        self._ledger = active_ledger()
+        self._skips: tuple[Skip, ...] = ()  # Of the current chunk, not yet charged.
+        self._skip_at = sys.maxsize  # The output before which the next skip is charged.
+        if self._ledger is not None:
+            self._plan = dataclasses.replace(plan, skip_errors=True)
+            self._stages = plan.count_stages()
+            self._first_stage = self._ledger.register(self._stages)
 
     # --- the stream -------------------------------------------------------------------
 
@@ -123,9 +137,13 @@ class MultiprocessPrefetchIter(IterNode[Any]):
             outputs = self._outputs
             if outputs is not None:
                 if self._offset < len(outputs):
+                    if self._offset >= self._skip_at:
+                        self.charge_skips(self._offset)
                     self._last_origin = self._origins[self._offset]
                     self._offset += 1
                     return outputs[self._offset - 1]
+                if self._skip_at <= len(outputs):
+                    self.charge_skips(len(outputs))
                 if self._failure is None:
                     self._chunk, self._offset, self._outputs = self._chunk + 1, 0, None
             if self._failure is not None:
@@ -135,12 +153,15 @@ class MultiprocessPrefetchIter(IterNode[Any]):
                 self.close()
                 raise StopIteration
             try:
-                outputs, origins = self._result(self._chunk)
+                outputs, origins, skips = self._result(self._chunk)
             except (WorkerDiedError, WorkerTimeoutError, InvalidStateError):
                 raise
             except Exception as error:
-                outputs, origins = outputs_before(self._plan, self._chunk, error)
+                replay = self.replay_for(self._chunk)
+                outputs, origins, skips = outputs_before(self._plan, self._chunk, error, replay)
                 if self._offset >= len(outputs):
+                    self.set_skips(skips)
+                    self.charge_skips(len(outputs))
                     raise
                 self._failure = error
             if self._offset > len(outputs):
@@ -149,16 +170,54 @@ class MultiprocessPrefetchIter(IterNode[Any]):
                     f"chunk {self._chunk}: the state belongs to another pipeline."
                 )
             self._outputs, self._origins = outputs, origins
+            self.set_skips(skips)
 
     @property
     def origin(self) -> tuple[int, ...] | None:
         return self._last_origin
+
+    # --- the error budget -------------------------------------------------------------
+
+    def set_skips(self, skips: tuple[Skip, ...]) -> None:
+        """The skipped elements of the chunk just loaded, to charge as they are reached."""
+        self._skips = skips
+        self._skip_at = skips[0][0] if skips else sys.maxsize
+
+    def charge_skips(self, upto: int) -> None:
+        """Charges the current chunk's skips that came before output `upto` (or at it).
+
+        Raises `ErrorBudgetExceededError` if the budget runs out; the skips not yet
+        charged stay, so the same `next()` raises again.
+        """
+        if not self._skips:
+            return
+        ledger = self._ledger
+        assert ledger is not None
+        while self._skips and self._skips[0][0] <= upto:
+            _, element, seen = self._skips[0]
+            stage = element.stage + self._first_stage
+            ledger.add(dataclasses.replace(element, stage=stage), seen, element.error)
+            self.set_skips(self._skips[1:])
+
+    def replay_for(self, chunk: int) -> tuple[Key, ...]:
+        """The restored ledger's skipped elements in `chunk`, in the plan's stage numbers."""
+        ledger = self._ledger
+        if ledger is None or not ledger.replay:
+            return ()
+        size, first, stages = self._plan.chunk_size, self._first_stage, self._stages
+        start, stop = chunk * size, (chunk + 1) * size
+        return tuple(
+            (stage - first, origin)
+            for stage, origin in ledger.replay
+            if first <= stage < first + stages and start <= origin[0] < stop
+        )
 
     def get_state(self) -> IteratorState:
         if (
             self._outputs is not None
             and self._offset == len(self._outputs)
             and self._failure is None
+            and self._skip_at > self._offset
         ):
             return {"chunk": self._chunk + 1, "offset": 0}
         return {"chunk": self._chunk, "offset": self._offset}
@@ -180,6 +239,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
             )
         self._chunk, self._offset, self._outputs = chunk, offset, None
         self._failure = None
+        self.set_skips(())
         self._restart()
 
     # --- chunks ---------------------------------------------------------------------
@@ -187,7 +247,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
     def _result(self, chunk: int) -> ChunkResult:
         workers = self._options.num_workers
         if workers == 0:
-            return self._plan.run(chunk)
+            return self._plan.run(chunk, replay=self.replay_for(chunk))
         pool = self._ensure_pool()
         try:
             return self._receive(pool, chunk)
@@ -203,7 +263,8 @@ class MultiprocessPrefetchIter(IterNode[Any]):
             self._next_submit = chunk  # After a restore, start at the wanted chunk.
         while self._next_submit < min(chunk + ahead, self._plan.num_chunks):
             target = self._next_submit
-            pool.send(target % workers, ("task", self._generation, target))
+            task = ("task", self._generation, target, self.replay_for(target))
+            pool.send(target % workers, task)
             self._in_flight[target % workers].append((self._generation, target))
             self._next_submit += 1
         worker = chunk % workers

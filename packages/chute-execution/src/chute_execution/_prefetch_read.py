@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import collections
 import weakref
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
-import numpy as np
-
-from chute_samplers import IterNode, fetch
+from chute_samplers import IterNode
+from chute_samplers._span import Span, read_span, reader_name
 from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
+from chute_sources._error_budget import active_ledger
 
 from ._checks import check_count, check_dataset, state_position
 from ._read_options import ReadOptions
@@ -44,51 +44,6 @@ def default_chunk_size(options: ReadOptions) -> int:
     return max(1, min(MAX_CHUNK_SIZE, options.prefetch_buffer_size // options.num_threads))
 
 
-class _Chunk(Generic[T]):
-    """What one read returns: elements of `[start, start + len(elements))`, then an error.
-
-    `error` is the exception raised at the position right after the elements, if any.
-    """
-
-    __slots__ = ("elements", "error", "start")
-
-    def __init__(self, start: int, elements: list[T], error: BaseException | None) -> None:
-        self.start, self.elements, self.error = start, elements, error
-
-
-def _note(error: BaseException, dataset: object, position: int) -> None:
-    notes = getattr(error, "__notes__", [])
-    if not any(note.startswith("chute: raised by") for note in notes):
-        error.add_note(
-            f"chute: raised by reading {type(dataset).__name__} on the element at "
-            f"position {position}"
-        )
-
-
-def _read(dataset: RandomAccessDataSource[T], start: int, stop: int) -> _Chunk[T]:
-    """Reads `[start, stop)` in one batched call; on failure, finds the failing position.
-
-    The batched call either succeeds or tells nothing about which element failed, so a
-    failed chunk is read again one position at a time: the elements before the first
-    failing position are kept and its exception is returned. If every single read
-    succeeds (a transient error), the batched call's exception is returned at `start`.
-    """
-    positions = np.arange(start, stop, dtype=np.int64)
-    try:
-        return _Chunk(start, fetch(dataset, positions, np.zeros(stop - start, np.uint64)), None)
-    except Exception as batch_error:
-        elements: list[T] = []
-        one_epoch = np.zeros(1, np.uint64)
-        for position in range(start, stop):
-            try:
-                elements.extend(fetch(dataset, positions[position - start :][:1], one_epoch))
-            except Exception as error:
-                _note(error, dataset, position)
-                return _Chunk(start, elements, error)
-        _note(batch_error, dataset, start)
-        return _Chunk(start, [], batch_error)
-
-
 class PrefetchReadIter(IterNode[T]):
     """Yields `dataset[0], dataset[1], ...` read by `num_threads` threads, in order.
 
@@ -108,7 +63,9 @@ class PrefetchReadIter(IterNode[T]):
     Errors: an exception raised while reading position `p` is raised by the `next()`
     that would have returned `p`, with its type, traceback and a note naming the
     position; `get_state()` is then `{"position": p}`, and the next `next()` reads `p`
-    again. A failed chunk is re-read one position at a time to find `p`.
+    again. A failed chunk is re-read one position at a time to find `p`. Under an
+    error budget (an active `chute_sources.ErrorLedger` when the iterator is built),
+    `p` is skipped instead and charged to the budget when the consumer reaches it.
 
     Threads: the pool starts on the first `next()` and stops at the end of the dataset,
     at an exception, in `close()` and when the iterator is garbage collected. A later
@@ -153,12 +110,14 @@ class PrefetchReadIter(IterNode[T]):
         self._chunk_size = check_count(chunk_size, "chunk_size", "PrefetchReadIter", minimum=1)
         # Positions in flight ahead of the consumer's chunk, at most.
         self._window = max(read_options.prefetch_buffer_size, self._chunk_size)
-        self._chunk: _Chunk[T] = _Chunk(0, [], None)
+        self._chunk: Span[T] = Span(0, [])
         self._offset = 0  # Into self._chunk.elements: the next one to look at.
-        self._pending: collections.deque[Slot[_Chunk[T]]] = collections.deque()
+        self._pending: collections.deque[Slot[Span[T]]] = collections.deque()
         self._next_read = 0  # First position not yet queued.
         self._pool: ReadPool | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
+        self._ledger = active_ledger()
+        self._stage = 0 if self._ledger is None else self._ledger.register()
 
     @property
     def read_options(self) -> ReadOptions:
@@ -179,10 +138,14 @@ class PrefetchReadIter(IterNode[T]):
     def __next__(self) -> T:
         while True:
             offset = self._offset
-            elements = self._chunk.elements
+            chunk = self._chunk
+            elements = chunk.elements
             if offset < len(elements):
-                self._offset = offset + 1
                 element = elements[offset]
+                if element is DROPPED and chunk.failures is not None:
+                    assert self._ledger is not None
+                    chunk.charge(offset, self._ledger, self._stage, reader_name(self._dataset))
+                self._offset = offset + 1
                 if element is not DROPPED:
                     return element
             else:
@@ -212,7 +175,8 @@ class PrefetchReadIter(IterNode[T]):
             self._pending.popleft()
             self._fill(position)
         else:
-            chunk = _read(self._dataset, position, min(position + self._chunk_size, self._length))
+            stop = min(position + self._chunk_size, self._length)
+            chunk = read_span(self._dataset, position, stop, self._ledger, self._stage)
         self._chunk, self._offset = chunk, 0
 
     def _fill(self, position: int) -> None:
@@ -228,7 +192,11 @@ class PrefetchReadIter(IterNode[T]):
         while self._next_read < limit:
             start = self._next_read
             self._next_read = min(start + self._chunk_size, self._length)
-            self._pending.append(pool.submit(_read, self._dataset, start, self._next_read))
+            self._pending.append(
+                pool.submit(
+                    read_span, self._dataset, start, self._next_read, self._ledger, self._stage
+                )
+            )
 
     def _restart(self, position: int) -> None:
         """Drops everything read ahead; the next element read is `position`."""
@@ -236,7 +204,7 @@ class PrefetchReadIter(IterNode[T]):
             self._pool.discard()
         self._pending.clear()
         self._next_read = position
-        self._chunk, self._offset = _Chunk(position, [], None), 0
+        self._chunk, self._offset = Span(position, []), 0
 
     def _stop_pool(self, timeout: float) -> None:
         if self._finalizer is not None:

@@ -1,7 +1,8 @@
 """The worker process: runs chunks of a `ChunkPlan` and sends their outputs back.
 
 A worker receives the pickled plan once, then task messages `("task", generation,
-chunk)` on its connection, and answers each with `("ok", generation, chunk, message)`
+chunk, replay)` on its connection (`replay`: elements of the chunk an error budget
+skipped before a restore), and answers each with `("ok", generation, chunk, message)`
 (a `SlabMessage`: the arrays are in the worker's shared-memory slabs) or
 `("error", generation, chunk, details)`. It never imports jax (nothing here does), and
 it ignores SIGINT so that Ctrl-C reaches only the consumer, which shuts workers down.
@@ -100,13 +101,13 @@ def _keep_freed_memory() -> None:
     mallopt(_M_TRIM_THRESHOLD, _HEAP_KEEPS)
 
 
-def _run(plan: Any, chunk: int, writer: SlabWriter) -> Any:
+def _run(plan: Any, chunk: int, writer: SlabWriter, replay: Any) -> Any:
     """Runs `chunk` and writes its result; a stacked batch is built right in a slab."""
     arena = writer.arena() if getattr(plan, "stack", False) else None
     if arena is None:
-        return writer.write(plan.run(chunk))
+        return writer.write(plan.run(chunk, replay=replay))
     try:
-        result = plan.run(chunk, arena.empty)
+        result = plan.run(chunk, arena.empty, replay)
     except BaseException:
         arena.abandon()
         raise
@@ -125,7 +126,7 @@ def worker_main(
 
     Results travel through this worker's shared-memory slabs (`SlabWriter`): array
     bytes are copied there, and only a small message goes through the connection. The
-    consumer sends `("task", generation, chunk)`, `("release", token)` when it has
+    consumer sends `("task", generation, chunk, replay)`, `("release", token)` when it has
     read a result (or, if it keeps views into the slab, `("lease", token)` then, and
     the release once they are gone), and `None` to stop.
     """
@@ -138,7 +139,7 @@ def worker_main(
     except BaseException as error:
         connection.send(("error", -1, -1, WorkerFailure(error, -1, worker)))
         return
-    tasks: collections.deque[tuple[int, int]] = collections.deque()
+    tasks: collections.deque[tuple[int, int, Any]] = collections.deque()
     stop = False
 
     def handle(message: Any) -> None:
@@ -150,7 +151,7 @@ def worker_main(
         elif message[0] == "lease":
             writer.lease(message[1])
         else:
-            tasks.append((message[1], message[2]))
+            tasks.append((message[1], message[2], message[3]))
 
     def wait_for_release(seconds: float) -> None:
         if connection.poll(seconds):
@@ -171,10 +172,10 @@ def worker_main(
                 except (EOFError, OSError):
                     break  # The consumer is gone.
                 continue
-            generation, chunk = tasks.popleft()
+            generation, chunk, replay = tasks.popleft()
             message: tuple[str, int, int, Any]
             try:
-                message = ("ok", generation, chunk, _run(plan, chunk, writer))
+                message = ("ok", generation, chunk, _run(plan, chunk, writer, replay))
             except BrokenPipeError:
                 break
             except BaseException as error:

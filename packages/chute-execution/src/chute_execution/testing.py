@@ -17,7 +17,10 @@ from chute_transforms import RandomMapTransform
 
 __all__ = [
     "AddNoise",
+    "BrokenSource",
     "FailAt",
+    "FailOn",
+    "FailOnceAt",
     "FailOnSum",
     "FullArray",
     "KillWorkerAt",
@@ -46,6 +49,83 @@ class FailAt:
         if element == self.element:
             raise self.exception_type(f"bad element {element!r}")
         return element
+
+
+class FailOn:
+    """A map that raises `exception_type` on every element in `elements`, identity elsewhere.
+
+    Example:
+        >>> FailOn({3, 5})(2)
+        2
+    """
+
+    def __init__(self, elements: Any, exception_type: type[Exception] = ValueError) -> None:
+        self.elements = frozenset(elements)
+        self.exception_type = exception_type
+
+    def __call__(self, element: Any) -> Any:
+        """Returns `element`, or raises if it is one of the chosen ones."""
+        if element in self.elements:
+            raise self.exception_type(f"bad element {element!r}")
+        return element
+
+
+class FailOnceAt:
+    """A map that raises on one element the first time only, in any process.
+
+    The first failure creates the file `marker`; later calls (in this process or any
+    other) pass the element through: a transient failure, such as a read that timed out.
+
+    Example:
+        >>> import os, tempfile
+        >>> marker = os.path.join(tempfile.mkdtemp(), "failed")
+        >>> fail = FailOnceAt(1, marker)
+        >>> try:
+        ...     fail(1)
+        ... except OSError as error:
+        ...     print(error)
+        transient failure on 1
+        >>> fail(1)
+        1
+    """
+
+    def __init__(self, element: Any, marker: str) -> None:
+        self.element, self.marker = element, marker
+
+    def __call__(self, element: Any) -> Any:
+        """Returns `element`, or raises the first time it is the chosen one."""
+        if element == self.element and not os.path.exists(self.marker):
+            with open(self.marker, "x"):
+                pass
+            raise OSError(f"transient failure on {element!r}")
+        return element
+
+
+class BrokenSource:
+    """A source of `range(length)` whose records at `broken` positions fail to decode.
+
+    Example:
+        >>> source = BrokenSource(4, {2})
+        >>> source[1], len(source)
+        (1, 4)
+    """
+
+    def __init__(self, length: int, broken: Any) -> None:
+        self.length, self.broken = length, frozenset(broken)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, key: int) -> int:
+        """Record `key`, or `CorruptRecordError` if it is broken."""
+        from chute_sources import CorruptRecordError
+
+        if key in self.broken:
+            raise CorruptRecordError(f"record {key} does not decode")
+        return int(key)
+
+    def __repr__(self) -> str:
+        return f"BrokenSource({self.length}, broken={sorted(self.broken)})"
 
 
 class KillWorkerAt:
