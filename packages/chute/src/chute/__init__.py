@@ -27,6 +27,8 @@ from chute_sources import DROPPED as DROPPED
 from chute_sources import CheckpointableIterator as CheckpointableIterator
 from chute_sources import ChuteError as ChuteError
 from chute_sources import CorruptRecordError as CorruptRecordError
+from chute_sources import ErrorBudget as ErrorBudget
+from chute_sources import ErrorBudgetExceededError as ErrorBudgetExceededError
 from chute_sources import InvalidStateError as InvalidStateError
 from chute_sources import NumpySource as NumpySource
 from chute_sources import RandomAccessDataSource as RandomAccessDataSource
@@ -37,6 +39,7 @@ from chute_sources import RecordMetadata as RecordMetadata
 from chute_sources import SequenceSource as SequenceSource
 from chute_sources import SharedMemoryError as SharedMemoryError
 from chute_sources import SharedMemorySource as SharedMemorySource
+from chute_sources import SkippedElement as SkippedElement
 from chute_sources import SourceFileError as SourceFileError
 from chute_sources import SourceFileNotFoundError as SourceFileNotFoundError
 from chute_sources import decode_record as decode_record
@@ -122,6 +125,8 @@ __all__ = [
     "CorruptRecordError",
     "DROPPED",
     "DataLoader",
+    "ErrorBudget",
+    "ErrorBudgetExceededError",
     "FileInstruction",
     "FilterTransform",
     "FlatMapTransform",
@@ -153,6 +158,7 @@ __all__ = [
     "ShardOptions",
     "SharedMemoryError",
     "SharedMemorySource",
+    "SkippedElement",
     "SourceFileError",
     "SourceFileNotFoundError",
     "WorkerDiedError",

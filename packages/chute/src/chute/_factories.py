@@ -19,13 +19,14 @@ from chute_execution import (
     ReadOptions,
 )
 from chute_samplers import InterleaveIter, MixIter, SequentialIter
-from chute_sources import CheckpointableIterator, RandomAccessDataSource
+from chute_sources import CheckpointableIterator, ErrorBudget, RandomAccessDataSource
 from chute_transforms import (
     BatchIter,
     FilterIter,
     FlatMapIter,
     MapIter,
     RandomMapIter,
+    SkipErrorsIter,
 )
 
 from ._stats import timed
@@ -38,6 +39,7 @@ __all__ = [
     "MultiprocessFactory",
     "OpFactory",
     "SequentialFactory",
+    "SkipErrorsFactory",
     "split_for_workers",
 ]
 
@@ -78,6 +80,16 @@ class OpFactory:
         return timed(result, self.name)  # type: ignore[no-any-return]
 
 
+class SkipErrorsFactory:
+    """Builds `SkipErrorsIter(parent, budget)`: the parent's stages skip failing elements."""
+
+    def __init__(self, parent: Factory, budget: ErrorBudget, name: str) -> None:
+        self.parent, self.budget, self.name = parent, budget, name
+
+    def __call__(self) -> CheckpointableIterator[Any]:
+        return timed(SkipErrorsIter(self.parent, self.budget), self.name)  # type: ignore[no-any-return]
+
+
 _ELEMENTWISE = frozenset({MapIter, FilterIter, FlatMapIter, RandomMapIter})
 """Stream ops whose outputs for a chunk of base positions do not depend on other chunks."""
 
@@ -93,10 +105,13 @@ class MultiprocessFactory:
         tail: Sequence[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]],
         batch_after: str | None = None,
         auto_chunk: bool = False,
+        skip: tuple[ErrorBudget, int, str] | None = None,
     ) -> None:
         self.plan, self.options, self.init_fn, self.tail = plan, options, init_fn, tuple(tail)
         self.batch_after = batch_after
         self.auto_chunk = auto_chunk  # The chunk size was chosen by chute, not the user.
+        # A `skip_errors` stage: its budget, how many tail stages it follows, its name.
+        self.skip = skip
 
     def with_batch_after(
         self, name: str, batch_size: int, drop_remainder: bool, pad: bool
@@ -116,12 +131,34 @@ class MultiprocessFactory:
             size = batch_aligned_chunk_size(batch_size, len(plan.dataset))
             plan = dataclasses.replace(plan, chunk_size=size)
         return MultiprocessFactory(
-            plan, self.options, self.init_fn, [(BatchIter, (batch_size,), options)], name
+            plan,
+            self.options,
+            self.init_fn,
+            [(BatchIter, (batch_size,), options)],
+            name,
+            skip=self.skip,
         )
 
     def __call__(self) -> CheckpointableIterator[Any]:
+        if self.skip is None:
+            iterator, consumed = self._head()
+            return self._stack(iterator, self.tail[consumed:])  # type: ignore[no-any-return]
+        budget, at, name = self.skip
+        parts: dict[str, int] = {}
+
+        def inner() -> CheckpointableIterator[Any]:
+            iterator, consumed = self._head()
+            parts["consumed"] = consumed
+            return self._stack(iterator, self.tail[consumed : max(at, consumed)])  # type: ignore[no-any-return]
+
+        wrapped = timed(SkipErrorsIter(inner, budget), name)
+        return self._stack(wrapped, self.tail[max(at, parts["consumed"]) :])  # type: ignore[no-any-return]
+
+    def _head(self) -> tuple[Any, int]:
+        """The workers' iterator, and how many tail stages it took over (a batch)."""
         tail = self.tail
         iterator: Any
+        consumed = 0
         if tail and tail[0][0] is BatchIter and tail[0][2].get("batch_fn") is None:
             # The workers stack their chunks; this process only slices out batches.
             _, (batch_size,), options = tail[0]
@@ -133,16 +170,19 @@ class MultiprocessFactory:
                 pad=options.get("pad", False),
                 worker_init_fn=self.init_fn,
             )
-            tail = tail[1:]
+            consumed = 1
         else:
             iterator = MultiprocessPrefetchIter(self.plan, self.options, self.init_fn)
         iterator = timed(iterator, f"mp_prefetch(num_workers={self.options.num_workers})")
         if self.batch_after is not None:
             iterator = timed(iterator, self.batch_after)  # Its work ran in the workers.
+        return iterator, consumed
+
+    @staticmethod
+    def _stack(iterator: Any, tail: Sequence[Any]) -> Any:
         for op, args, kwargs in tail:
             iterator = timed(op(iterator, *args, **kwargs), getattr(op, "__name__", "stage"))
-        result: CheckpointableIterator[Any] = iterator
-        return result
+        return iterator
 
 
 def batch_aligned_chunk_size(batch_size: int, length: int) -> int:
@@ -159,13 +199,28 @@ def batch_aligned_chunk_size(batch_size: int, length: int) -> int:
     return batch_size * max(1, min(per_chunk, cap // batch_size))
 
 
-def split_for_workers(
-    factory: Factory, chunk_size: int
-) -> tuple[ChunkPlan, list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]]]:
-    """Cuts a pipeline into the chunked part (base + elementwise ops) and the rest."""
-    ops: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
-    while isinstance(factory, OpFactory):
-        ops.append((factory.op, factory.args, factory.kwargs))
+Split = tuple[
+    ChunkPlan,
+    list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]],
+    tuple[ErrorBudget, int, str] | None,
+]
+
+
+def split_for_workers(factory: Factory, chunk_size: int) -> Split:
+    """Cuts a pipeline into the chunked part (base + elementwise ops) and the rest.
+
+    Returns the plan, the stages after it, and a `skip_errors` stage if there is one
+    (its budget, how many stages of the rest come before it, its name): the stages
+    before it skip failing elements, in the workers too (`ChunkPlan.covered`).
+    """
+    steps: list[Any] = []
+    skips: list[SkipErrorsFactory] = []
+    while isinstance(factory, OpFactory | SkipErrorsFactory):
+        if isinstance(factory, SkipErrorsFactory):
+            skips.append(factory)
+            steps.append(factory)
+        else:
+            steps.append((factory.op, factory.args, factory.kwargs))
         factory = factory.parent
     if not isinstance(factory, SequentialFactory):
         raise TypeError(
@@ -174,11 +229,21 @@ def split_for_workers(
             "positions whose outputs do not depend on the number of workers. Apply mix, "
             "interleave or stream sources after mp_prefetch, or prefetch each component."
         )
-    ops.reverse()
+    if len(skips) > 1:
+        raise ValueError(
+            "mp_prefetch: the pipeline before it has skip_errors twice; give one budget "
+            "(the last skip_errors covers every stage before it)."
+        )
+    steps.reverse()
+    at = steps.index(skips[0]) if skips else None
+    ops = [step for step in steps if not isinstance(step, SkipErrorsFactory)]
     split = 0
     while split < len(ops) and ops[split][0] in _ELEMENTWISE:
         split += 1
-    return ChunkPlan(factory.node, ops[:split], chunk_size), ops[split:]
+    covered = None if at is None else min(at, split)
+    plan = ChunkPlan(factory.node, ops[:split], chunk_size, covered=covered)
+    skip = None if at is None else (skips[0].budget, max(0, at - split), skips[0].name)
+    return plan, ops[split:], skip
 
 
 class MixFactory:

@@ -13,7 +13,7 @@ from chute_execution import (
 )
 from chute_execution._worker_pool import add_preload, warm_up
 from chute_samplers import IterNode, WindowShuffleIter
-from chute_sources import CheckpointableIterator
+from chute_sources import CheckpointableIterator, ErrorBudget
 from chute_transforms import (
     BatchFn,
     BatchIter,
@@ -30,6 +30,7 @@ from chute_transforms import (
     UnbatchIter,
 )
 
+from ._coerce import as_iter_dataset as _as_iter_dataset
 from ._describe import describe
 from ._factories import (
     EmptyIterator,
@@ -38,6 +39,7 @@ from ._factories import (
     MixFactory,
     MultiprocessFactory,
     OpFactory,
+    SkipErrorsFactory,
     split_for_workers,
 )
 from ._mp_stage import default_chunk_size, mp_prefetch_stage, with_chunk_size
@@ -311,6 +313,37 @@ class IterDataset(Generic[T]):
         factory = InterleaveFactory([d._factory for d in checked], cycle_length)
         return IterDataset(factory, stages=(item,))
 
+    def skip_errors(
+        self, max_failures: int = 0, *, max_failure_rate: float = 0.0
+    ) -> IterDataset[T]:
+        """Skips elements that fail in the stages before this one, up to a budget.
+
+        An element whose read (a corrupt record, a truncated file) or per-element
+        transform (map, random map, filter, flat map, ..., also in worker processes)
+        raises is left out instead of ending the iteration, while the failures stay
+        within `max_failures + floor(max_failure_rate * elements read)`; the failure
+        past that raises `chute.ErrorBudgetExceededError`, naming it and the ones
+        skipped before. The skips depend only on the elements: the same with any number
+        of workers or threads, on every host. The iterator's `failures` and `skipped`
+        say what was left out; the checkpoint state records it, so a restored iterator
+        counts on and skips the same elements again. Errors that are not one element's
+        (a batch that does not stack, a dead worker) still raise.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.range(6).to_iter_dataset().map(lambda x: 12 // (x % 3))
+            >>> it = iter(ds.skip_errors(max_failures=2))
+            >>> list(it), it.failures
+            ([12, 6, 12, 6], 2)
+        """
+        budget = ErrorBudget(max_failures, max_failure_rate)
+        params: dict[str, Any] = {"max_failures": max_failures}
+        if max_failure_rate:
+            params["max_failure_rate"] = max_failure_rate
+        item = stage("skip_errors", **params)
+        factory = SkipErrorsFactory(self._factory, budget, item.line())
+        return IterDataset(factory, seed=self._seed, stages=(*self._stages, item))
+
     def prefetch(self, buffer_size: int) -> IterDataset[T]:
         """Produces up to `buffer_size` elements ahead on a background thread.
 
@@ -368,11 +401,13 @@ class IterDataset(Generic[T]):
         auto_chunk = chunk_size is None
         if chunk_size is None:
             chunk_size = default_chunk_size(self._factory, self._stages)
-        plan, tail = split_for_workers(self._factory, chunk_size)
+        plan, tail, skip = split_for_workers(self._factory, chunk_size)
         if chosen.num_workers:
             add_preload("chute")  # Workers re-import the main module, which imports chute.
             warm_up(chosen.start_method)  # Workers will then start in milliseconds.
-        factory = MultiprocessFactory(plan, chosen, worker_init_fn, tail, auto_chunk=auto_chunk)
+        factory = MultiprocessFactory(
+            plan, chosen, worker_init_fn, tail, auto_chunk=auto_chunk, skip=skip
+        )
         item = mp_prefetch_stage(chosen.num_workers, chunk_size)
         return IterDataset(factory, seed=self._seed, stages=(*self._stages, item))
 
@@ -448,24 +483,3 @@ class IterDataset(Generic[T]):
 
     def __repr__(self) -> str:
         return render("IterDataset", self._stages)
-
-
-def _as_iter_dataset(dataset: Any) -> IterDataset[Any]:
-    from ._map_dataset import MapDataset
-
-    if isinstance(dataset, IterDataset):
-        return dataset
-    if isinstance(dataset, MapDataset):
-        return dataset.to_iter_dataset()
-    if hasattr(dataset, "__next__"):
-        raise TypeError(
-            f"got an iterator ({type(dataset).__name__}), which can be read only once; pass "
-            "a dataset, or a zero-argument callable that makes the iterator (e.g. "
-            "functools.partial(ParquetStream, path)), so every iteration gets its own."
-        )
-    if callable(dataset):
-        return IterDataset.source(dataset)
-    raise TypeError(
-        "expected an IterDataset, a MapDataset or a zero-argument callable making an "
-        f"iterator, got {type(dataset).__name__}."
-    )

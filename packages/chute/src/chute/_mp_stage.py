@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._factories import OpFactory
+from ._factories import OpFactory, SkipErrorsFactory
 from ._pipeline import Stage
 
 __all__ = ["default_chunk_size", "mp_prefetch_stage", "with_chunk_size"]
@@ -16,7 +16,7 @@ def default_chunk_size(factory: Any, stages: Sequence[Stage]) -> int:
     names = [item.name for item in stages]
     read_at = names.index("to_iter_dataset") if "to_iter_dataset" in names else 0
     size = 1 if "batch" in names[:read_at] else 64
-    while isinstance(factory, OpFactory):
+    while isinstance(factory, OpFactory | SkipErrorsFactory):
         factory = factory.parent
     length = len(getattr(factory, "node", ()))
     if length:

@@ -7,6 +7,8 @@ import dataclasses
 import time
 from typing import Any
 
+from chute_transforms import SkipErrorsIter
+
 __all__ = ["RECORDER", "Recorder", "StageStats", "Stats", "timed"]
 
 
@@ -47,6 +49,8 @@ class Stats:
 
     stages: tuple[StageStats, ...]
     wall_seconds: float
+    skipped: int = 0
+    """Elements left out because they failed, under `skip_errors` budgets."""
 
     def share(self, stage: StageStats) -> float:
         """The stage's own time over the wall time."""
@@ -66,6 +70,8 @@ class Stats:
             )
         if self.bottleneck is not None:
             lines.append(f"bottleneck: {self.bottleneck.name}")
+        if self.skipped:
+            lines.append(f"skipped: {self.skipped} elements that failed (skip_errors)")
         return "\n".join(lines)
 
 
@@ -76,12 +82,13 @@ class Recorder:
         self.stages: list[StageStats] = []
         self.stack: list[float] = []
         self.started: float | None = None
+        self.skippers: list[SkipErrorsIter[Any]] = []
 
     def stats(self) -> Stats:
         """A snapshot of the statistics."""
         wall = 0.0 if self.started is None else time.perf_counter() - self.started
         copies = tuple(dataclasses.replace(stage) for stage in self.stages)
-        return Stats(copies, wall)
+        return Stats(copies, wall, sum(skipper.failures for skipper in self.skippers))
 
 
 RECORDER: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
@@ -130,6 +137,8 @@ def timed(iterator: Any, name: str) -> Any:
     recorder = RECORDER.get()
     if recorder is None:
         return iterator
+    if isinstance(iterator, SkipErrorsIter):
+        recorder.skippers.append(iterator)
     stage = StageStats(name)
     recorder.stages.append(stage)
     return _Timed(iterator, stage, recorder)
