@@ -27,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import budget_scenarios as bs
 import fault_scenarios as fs
 
 import chute
@@ -174,6 +175,81 @@ SCENARIOS: list[tuple[str, str, str, Callable[[int], dict[str, Any]]]] = [
 ]
 
 
+def budget_million(seed: int) -> dict[str, Any]:
+    outcome = bs.run_one_in_a_million(seed)
+    (fault,) = outcome.faults
+    expected = [x for x in range(bs.MILLION) if x != fault]
+    return {
+        "outcome": outcome,
+        "ok": outcome.error is None and outcome.got == expected and outcome.stats_skipped == 1,
+        "lost": 0 if outcome.got == expected else len(set(expected) ^ set(outcome.got)),
+    }
+
+
+def budget_corrupt(seed: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as folder:
+        outcome = bs.run_corrupt_records(seed, folder)
+    good = [i for i in range(200) if i not in outcome.faults]
+    exact = len(outcome.got) == len(good) and all(
+        bs.is_record(g, i) for g, i in zip(outcome.got, good, strict=False)
+    )
+    return {
+        "outcome": outcome,
+        "ok": outcome.error is None and exact and outcome.stats_skipped == 3,
+        "lost": len(good)
+        - sum(bs.is_record(g, i) for g, i in zip(outcome.got, good, strict=False)),
+    }
+
+
+def budget_truncated(seed: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as folder:
+        outcome = bs.run_truncated_file(seed, folder)
+    return {
+        "outcome": outcome,
+        "ok": isinstance(outcome.error, chute.ErrorBudgetExceededError)
+        and os.path.basename(outcome.extra["path"]) in str(outcome.error),
+        "lost": sum(not bs.is_record(g, i) for i, g in enumerate(outcome.got)),
+    }
+
+
+BUDGET_SCENARIOS: list[tuple[str, str, Callable[[int], dict[str, Any]]]] = [
+    (
+        "B1. map raises on 1 element of 1,000,000, skip_errors(max_failures=1)",
+        "that element skipped, 999,999 in order",
+        budget_million,
+    ),
+    (
+        "B2. 3 corrupt records of 200, skip_errors(max_failures=5)",
+        "those 3 skipped, 197 exact",
+        budget_corrupt,
+    ),
+    (
+        "B3. file truncated mid-epoch, skip_errors(3, max_failure_rate=0.001)",
+        "budget used up: ErrorBudgetExceededError naming the file",
+        budget_truncated,
+    ),
+]
+
+
+def budget_table() -> None:
+    print(
+        "\n| scenario | expected | as expected | skipped, per run | run or error in s, median "
+        "(max) | wrong or lost elements |"
+    )
+    print("|---|---|---|---|---|---|")
+    for name, expected, run in BUDGET_SCENARIOS:
+        rows = [run(seed) for seed in SEEDS]
+        outcomes = [row["outcome"] for row in rows]
+        seconds = [o.seconds for o in outcomes]
+        skipped = sorted({o.stats_skipped for o in outcomes})
+        print(
+            f"| {name} | {expected} | {sum(row['ok'] for row in rows)}/{len(rows)} "
+            f"| {', '.join(map(str, skipped))} "
+            f"| {statistics.median(seconds):.2f} ({max(seconds):.2f}) "
+            f"| {sum(row['lost'] for row in rows)} |"
+        )
+
+
 def main() -> None:
     print(f"Python {platform.python_version()}, {os.cpu_count()} cores, seeds {SEEDS}\n")
     print(
@@ -202,6 +278,7 @@ def main() -> None:
             f"| {sum(len(o.leftovers) for o in outcomes)} |"
         )
     print("\nColumns other than the time sum over the 5 seeds; 'not yielded' is a range.")
+    budget_table()
 
 
 if __name__ == "__main__":
