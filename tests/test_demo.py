@@ -1,35 +1,89 @@
 """`chute demo` end to end: the preempted and resumed run matches the uninterrupted one."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+# One row of the final table: label, first step after (s), steps/s, input wait, accuracy.
+_ROW = re.compile(
+    r"^\| (uninterrupted|resumed) \| (\d+\.\d) s \| (\d+) \| (\d+\.\d)% \| (\d+\.\d)% \|$"
+)
+
+
+def _bar_states(stderr: str, label: str) -> list[str]:
+    """The counts ("38/60") a tqdm bar labelled `label` drew, in order."""
+    return re.findall(rf"{re.escape(label)}: +\d+%\|[^|]*\| (\d+/\d+) ", stderr)
+
 
 @pytest.mark.slow
 def test_demo_resumes_exactly(tmp_path: Path) -> None:
+    # A relative --dir (the runs link to shared files in it) from another folder.
+    command = ["demo", "--steps", "60", "--save-every", "10", "--dir", "demo"]
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "chute",
-            "demo",
-            "--steps",
-            "60",
-            "--save-every",
-            "10",
-            "--dir",
-            str(tmp_path),
-        ],
+        [sys.executable, "-m", "chute", *command],
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    assert "batches and losses identical" in done.stdout
-    assert "preempted at step 38; the new process restored the checkpoint of step" in done.stdout
-    assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    work = tmp_path / "demo"
+    lines = done.stdout.splitlines()
+    assert lines[:4] == [
+        f"chute demo, in {work}",
+        "  data: scikit-learn's handwritten digits -> 4 ArrayRecord shards, 1437 training "
+        "records, 360 held out",
+        "  pipeline: global shuffle per epoch -> random shift + noise per record -> batch(64) "
+        "-> 2 worker processes -> device prefetch",
+        "  model: MLP 64-128-10, Adam; Orbax checkpoints (model + iterator) every 10 steps",
+    ]
+    # Killed at step 38 (between the checkpoints of 30 and 40). Orbax may not have
+    # finished the save of step 30 when the kill came, so the restore is 20 or 30.
+    preempted = re.fullmatch(
+        r"preempted at step 38; the new process restored the checkpoint of step (20|30) "
+        r"and replayed (\d+) steps",
+        lines[5],
+    )
+    assert preempted, lines[5]
+    restored = int(preempted.group(1))
+    assert int(preempted.group(2)) == 38 - restored
+    assert lines[6] == (
+        f"run 2 vs run 1, step by step over {38 + 60 - restored} logged steps: batches and "
+        "losses identical"
+    )
+
+    # The final table: a header, then one row per run, with figures in range.
+    table = lines.index(
+        "| run | first step after | then steps/s | input wait | held-out accuracy |"
+    )
+    assert lines[table + 1] == "|---|---|---|---|---|"
+    rows = [_ROW.fullmatch(line) for line in lines[table + 2 : table + 4]]
+    assert all(rows), lines[table + 2 : table + 4]
+    figures = {row[1]: row.groups()[1:] for row in rows if row}
+    assert list(figures) == ["uninterrupted", "resumed"]
+    for first_step, steps_per_s, wait, accuracy in figures.values():
+        assert 0 < float(first_step) < 300
+        assert int(steps_per_s) > 0
+        assert 0 <= float(wait) < 100
+        assert 30 < float(accuracy) <= 100  # 10% is chance; 60 steps reach ~75%.
+    # The same model at the end of both runs: the same held-out accuracy.
+    assert figures["uninterrupted"][3] == figures["resumed"][3]
+    assert lines[table + 4].startswith("first step: starting jax, Orbax and the workers")
+    assert lines[-1] == f"loss curves: {work / 'loss.png'}"
+    assert (work / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # A progress bar for each training process, on stderr: run 1 and the resumed run to
+    # the end, run 2 up to the kill; the resumed bar starts at the restored step.
+    assert _bar_states(done.stderr, "run 1, uninterrupted")[-1] == "60/60"
+    assert _bar_states(done.stderr, "run 2, until killed")[-1] == "38/60"
+    resumed_bar = _bar_states(done.stderr, "run 2, resumed")
+    assert resumed_bar[0] == "0/60"
+    assert resumed_bar[1] == f"{restored}/60"
+    assert resumed_bar[-1] == "60/60"
+
     # The resumed run logged every step from its checkpoint to the end.
-    log = (tmp_path / "preempted" / "log.jsonl").read_text().splitlines()
-    assert len(log) > 60
+    log = (work / "preempted" / "log.jsonl").read_text().splitlines()
+    assert len(log) == 38 + 60 - restored

@@ -9,11 +9,11 @@ import zlib
 import pytest
 
 
-def run_chute(*args, cwd=None, env=None):
+def run_chute(*args, cwd=None, env=None, prefix=()):
     environment = {k: v for k, v in os.environ.items() if k != "CHUTE_TRACEBACK"}
     environment.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "chute", *map(str, args)],
+        [*prefix, sys.executable, "-m", "chute", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,6 +1,7 @@
 import itertools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -9,6 +10,8 @@ import textwrap
 import time
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -270,6 +273,71 @@ def test_unencodable_record_is_a_data_error(run_chute, tmp_path):
     assert result.stderr.startswith(
         f"chute convert: error: record 0 of '{tmp_path / 'o.npy'}' cannot be stored: "
     )
+
+
+def _permissions_apply():
+    """A command prefix under which file permissions apply, also to root."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("root ignores file permissions, and setpriv is missing to drop that")
+    # Root without these capabilities is refused like any other user.
+    return [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps=-all"]
+
+
+@pytest.mark.parametrize("kind", ["npy", "jsonl", "parquet", "image class folder"])
+def test_unreadable_input_is_a_data_error_saying_permission_denied(
+    run_chute, tmp_path, image_folder, kind
+):
+    if kind == "image class folder":
+        src, denied = image_folder, image_folder / "dog"
+    else:
+        src = denied = tmp_path / f"data.{kind}"
+        if kind == "npy":
+            np.save(src, np.arange(10))
+        elif kind == "jsonl":
+            src.write_text('{"a": 1}\n')
+        else:
+            pq.write_table(pa.table({"a": [1, 2]}), src)
+    denied.chmod(0)
+    try:
+        result = run_chute("convert", src, tmp_path / "out", prefix=_permissions_apply())
+    finally:
+        denied.chmod(0o755)
+    assert _error(result) == (
+        1,
+        f"chute convert: error: cannot read '{src}': permission denied for '{denied}'; give "
+        "the user running chute read access to it (see its owner and mode with ls -l)\n",
+    )
+    assert result.stdout == ""
+    assert not os.path.exists(tmp_path / "out.chute-convert.json")
+
+
+def test_shard_changed_after_writing_fails_verification_and_overwrite_repairs_it(
+    run_chute, tmp_path
+):
+    np.save(tmp_path / "x.npy", np.arange(40).reshape(40, 1))
+    np.save(tmp_path / "y.npy", -np.arange(40).reshape(40, 1))
+    for name in ("x", "y"):
+        done = run_chute("convert", f"{name}.npy", f"{name}/{name}", "--shards", "4", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    # Another conversion's shard: the same size and record count, other records. The
+    # rerun keeps it (a finished shard), then the comparison with SRC finds it out.
+    shard = "x/x-00002-of-00004.array_record"
+    shutil.copyfile(tmp_path / "y/y-00002-of-00004.array_record", tmp_path / shard)
+    result = run_chute("convert", "x.npy", "x/x", "--shards", "4", cwd=tmp_path)
+    assert _error(result) == (
+        1,
+        f"chute convert: error: verification failed: record 20 of SRC (record 0 of '{shard}') "
+        "differs from what SRC holds now: record: values differ; the shard or SRC changed "
+        "after the shard was written. Rerun with --overwrite to write every shard again\n",
+    )
+    assert result.stdout == ""
+    repaired = run_chute("convert", "x.npy", "x/x", "--shards", "4", "--overwrite", cwd=tmp_path)
+    assert repaired.returncode == 0, repaired.stderr
+    paths = [tmp_path / f"x/x-0000{i}-of-00004.array_record" for i in range(4)]
+    _assert_same_records(list(np.arange(40).reshape(40, 1)), _records(paths))
 
 
 def test_other_conversion_in_dst_needs_overwrite(run_chute, parquet_file, tmp_path):

@@ -337,7 +337,13 @@ def _verify(opened: Input, paths: list[str], bounds: list[tuple[int, int]], samp
         ):
             difference = first_difference(expected, actual)
             if difference is not None:
-                data_error(f"verification failed: record {key} differs from SRC: {difference}")
+                shard = next(n for n, (lo, hi) in enumerate(bounds) if lo <= key < hi)
+                data_error(
+                    f"verification failed: record {key} of SRC (record {key - bounds[shard][0]}"
+                    f" of {paths[shard]!r}) differs from what SRC holds now: {difference}; the "
+                    "shard or SRC changed after the shard was written. Rerun with --overwrite "
+                    "to write every shard again"
+                )
     written.close()
     return len(keys)
 

@@ -176,7 +176,9 @@ class ImageFolderSource:
         self.samples: list[tuple[str, int]] = []
         for label, name in enumerate(self.classes):
             found: list[str] = []
-            for folder, subfolders, files in os.walk(os.path.join(root, name), followlinks=True):
+            # onerror: a folder that cannot be listed is an error, not an empty folder.
+            walk = os.walk(os.path.join(root, name), onerror=_raise, followlinks=True)
+            for folder, subfolders, files in walk:
                 subfolders.sort()
                 rel = os.path.relpath(folder, root).replace(os.sep, "/")
                 found.extend(f"{rel}/{f}" for f in sorted(files) if _is_image_name(f))
@@ -295,8 +297,40 @@ def open_input(path: str, format: str | None = None) -> Input:
     except CliError:
         raise
     except Exception as error:
+        denied = _permission_denied(error)
+        if denied is not None:
+            where = denied.filename or path
+            data_error(
+                f"cannot read {path!r}: permission denied for {where!r}; give the user "
+                "running chute read access to it (see its owner and mode with ls -l)"
+            )
         what = {"images": "an image folder", "array_record": "ArrayRecord"}.get(kind, kind)
         data_error(f"cannot read {path!r} as {what}: {error}")
+
+
+def _raise(error: OSError) -> None:
+    raise error
+
+
+def _permission_denied(error: BaseException) -> PermissionError | None:
+    """The `PermissionError` that `error` is or was caused by, if any.
+
+    Example:
+        >>> try:
+        ...     try:
+        ...         raise PermissionError(13, "Permission denied", "/data/x.npy")
+        ...     except OSError as inner:
+        ...         raise ValueError("cannot read") from inner
+        ... except ValueError as outer:
+        ...     _permission_denied(outer).filename
+        '/data/x.npy'
+    """
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, PermissionError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _open(path: str, kind: str) -> Input:

@@ -140,7 +140,8 @@ def run_demo(
 
     if kill_at is None:
         kill_at = steps * 11 // 20 + save_every // 2  # Between two checkpoints.
-    work = Path(folder or tempfile.mkdtemp(prefix="chute-demo-"))
+    # Absolute: the runs' folders link to shared files by this path.
+    work = Path(folder or tempfile.mkdtemp(prefix="chute-demo-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     paths, held_out = write_digits(str(work / "data"))
     np.savez(work / "held_out.npz", image=held_out["image"], label=held_out["label"])
