@@ -55,16 +55,9 @@ _FENCE = re.compile(r"^```(\S*)(.*)$")
 _SKIP = re.compile(r"^<!-- docs-test skip: (.*\S.*) -->$")
 _TITLE = re.compile(r'\btitle="([^"]+)"')
 
-# Blocks of a page that another change is rewriting (reliability.md, with the error
-# budget), keyed by page and the start of the SHA-256 of the block's text: a command that
-# runs for minutes and measured outputs. Once the page marks them, delete the entries:
-# an entry for no unmarked block fails the test, so the list cannot go stale.
-NOT_RUN_ELSEWHERE = {
-    ("docs/pages/reliability.md", "0d4c1beb5fff"): "the fault suite and its measurement (minutes)",
-    ("docs/pages/reliability.md", "79ec0e012e39"): "measured output of the fault scenarios",
-    ("docs/pages/reliability.md", "cfb018dfdfab"): "measured output of the soak test",
-    ("docs/pages/reliability.md", "e38d962324c2"): "measured output of the Ctrl-C tests",
-}
+# Blocks not run, that a page cannot mark (keyed by page and the start of the SHA-256 of
+# the block's text). An entry for no unmarked block fails the test, so it cannot go stale.
+NOT_RUN_ELSEWHERE: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)
