@@ -1,8 +1,10 @@
 import operator
 import time
 
+import pytest
+
 import chute
-from chute_execution.testing import SleepAt
+from chute_execution.testing import Remainder, SleepAt
 
 
 def _slow(x):
@@ -45,12 +47,34 @@ def test_stats_do_not_change_elements_or_states():
     assert [b.tolist() for b in timed] == [b.tolist() for b in plain]
 
 
-def test_stats_with_worker_processes_show_the_wait_as_one_stage():
-    ds = chute.MapDataset.range(20).to_iter_dataset().map(SleepAt(3, 0.0))
-    it = ds.mp_prefetch(chute.MultiprocessingOptions(num_workers=1)).batch(5).iter(stats=True)
-    assert len(list(it)) == 4
-    names = [s.name for s in it.stats().stages]
-    assert names == ["mp_prefetch(num_workers=1)", "batch(batch_size=5, drop_remainder=False)"]
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stats_show_the_stages_that_ran_in_workers_and_name_the_slow_one(workers):
+    ds = (
+        chute.MapDataset.range(40)
+        .to_iter_dataset()
+        .map(operator.neg)
+        .filter(Remainder(2, 0))
+        .map(SleepAt(-10, 0.3))
+    )
+    options = chute.MultiprocessingOptions(num_workers=workers)
+    it = ds.mp_prefetch(options, chunk_size=8).map(operator.pos).iter(stats=True)
+    assert len(list(it)) == 20
+    stats = it.stats()
+    where = f"[{workers} workers]" if workers else "[in mp_prefetch]"
+    assert [(s.name, s.elements, s.workers) for s in stats.stages] == [
+        (f"to_iter_dataset() {where}", 40, workers),
+        (f"map(fn=neg) {where}", 40, workers),
+        (f"filter(fn=Remainder) {where}", 20, workers),
+        (f"map(fn=SleepAt) {where}", 20, workers),
+        (f"mp_prefetch(num_workers={workers})", 20, 0),
+        ("map(fn=pos)", 20, 0),
+    ]
+    slow = stats.stages[3]
+    assert slow.seconds >= 0.3
+    assert stats.bottleneck is slow
+    assert f"bottleneck: map(fn=SleepAt) {where}" in str(stats)
+    if workers:  # Their share is of the workers' time: 2 x wall.
+        assert stats.share(slow) == pytest.approx(slow.seconds / (2 * stats.wall_seconds))
 
 
 def test_progress_bar_passes_elements_and_states_through():

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -32,7 +33,15 @@ from chute_transforms._batch import Allocate, stacking_into
 
 from ._checks import check_count, check_dataset
 
-__all__ = ["ChunkPlan", "ChunkResult", "Skip", "StreamOp", "Unstacked", "outputs_before"]
+__all__ = [
+    "ChunkPlan",
+    "ChunkResult",
+    "Skip",
+    "StageTime",
+    "StreamOp",
+    "Unstacked",
+    "outputs_before",
+]
 
 StreamOp = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 """An elementwise stream op: `(op_class, args, kwargs)`, applied as `op(parent, *a, **k)`."""
@@ -41,9 +50,25 @@ Skip = tuple[int, SkippedElement, int]
 """An element a chunk skipped under an error budget: `(outputs before it, the element,
 elements read)`; its `stage` counts the plan's own stages from 0 (the reader)."""
 
-ChunkResult = tuple[Any, list[tuple[int, ...] | None], tuple[Skip, ...]]
-"""The outputs of one chunk (a list, or with `stack` one batch of them, None if there
-are none), the origin of each output, and the elements it skipped (see `Skip`)."""
+StageTime = tuple[int, float]
+"""What one stage of a plan did in a chunk: elements it produced, seconds of its own."""
+
+
+class ChunkResult(NamedTuple):
+    """What running one chunk gives (it travels from a worker as one message).
+
+    Attributes:
+        outputs: a list, or with `stack` one batch of them (None if there are none).
+        origins: the origin of each output.
+        skips: the elements skipped under an error budget (see `Skip`).
+        times: with `ChunkPlan.timed`, a `StageTime` per stage (the reader, then each
+            op), else empty.
+    """
+
+    outputs: Any
+    origins: list[tuple[int, ...] | None]
+    skips: tuple[Skip, ...] = ()
+    times: tuple[StageTime, ...] = ()
 
 
 def outputs_before(
@@ -61,14 +86,14 @@ def outputs_before(
         >>> try:
         ...     plan.run(0)
         ... except ZeroDivisionError as error:
-        ...     outputs_before(plan, 0, error)
-        ([-2, -3, -4, -5, -10], [(0,), (1,), (2,), (3,), (4,)], ())
+        ...     outputs_before(plan, 0, error).outputs
+        [-2, -3, -4, -5, -10]
     """
     limit = getattr(error, "chute_outputs_before", None)
     outputs: list[Any] = []
     origins: list[tuple[int, ...] | None] = []
     if not isinstance(limit, int):
-        return outputs, origins, ()
+        return ChunkResult(outputs, origins)
     ledger = plan.ledger(replay)
     try:
         for element, origin in plan.iterate(chunk, ledger):
@@ -79,7 +104,7 @@ def outputs_before(
     except Exception:
         pass  # It failed here too, at or before the same element.
     skips = () if ledger is None else tuple(s for s in ledger.reports if s[0] <= len(outputs))
-    return outputs, origins, skips
+    return ChunkResult(outputs, origins, skips)
 
 
 class Unstacked(list):  # type: ignore[type-arg]
@@ -129,6 +154,38 @@ def _read_chunk(
             merged.error = part.error
             break
     return merged
+
+
+class StageClock:
+    """Times `next()` of one stage of a chunk, its own time only (not its inputs').
+
+    Stages of one chunk share `stack`: a stage's time minus the time of the stages it
+    called. Other attributes pass through to the stage (`origin`, `get_state`, ...).
+    """
+
+    def __init__(self, inner: Any, stack: list[float]) -> None:
+        self.inner, self.stack = inner, stack
+        self.elements, self.seconds = 0, 0.0
+
+    def __iter__(self) -> StageClock:
+        return self
+
+    def __next__(self) -> Any:
+        stack = self.stack
+        stack.append(0.0)
+        start = time.perf_counter()
+        try:
+            element = next(self.inner)
+        finally:
+            elapsed = time.perf_counter() - start
+            self.seconds += elapsed - stack.pop()
+            if stack:
+                stack[-1] += elapsed
+        self.elements += 1
+        return element
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 class _ChunkReader(IterNode[Any]):
@@ -203,13 +260,15 @@ class ChunkPlan:
             the result instead of raising (the consumer charges them to its budget).
         covered: with `skip_errors`, how many ops (after the reader) skip failures;
             None: all of them. The others raise, as after a `skip_errors` stage.
+        timed: time each stage (the reader and every op) and report it in the result's
+            `times`, for per-stage statistics of work done in workers.
 
     Example:
         >>> from chute_transforms import FilterIter, MapIter
         >>> plan = ChunkPlan(range(10), [(FilterIter, (lambda x: x % 3,), {}),
         ...                               (MapIter, (lambda x: x * 10,), {})], chunk_size=4)
-        >>> plan.num_chunks, plan.run(1)
-        (3, ([40, 50, 70], [(4,), (5,), (7,)], ()))
+        >>> plan.num_chunks, plan.run(1)[:2]
+        (3, ([40, 50, 70], [(4,), (5,), (7,)]))
     """
 
     dataset: RandomAccessDataSource[Any]
@@ -219,6 +278,7 @@ class ChunkPlan:
     stack: bool = False
     skip_errors: bool = False
     covered: int | None = None
+    timed: bool = False
 
     def __post_init__(self) -> None:
         check_dataset(self.dataset, "ChunkPlan")
@@ -234,7 +294,7 @@ class ChunkPlan:
     def count_stages(self) -> int:
         """How many of the plan's stages can skip failures (the reader and the ops)."""
         ledger = ErrorLedger(None)
-        self._build(0, 0, ledger)
+        self._build(0, 0, ledger, None)
         return ledger.register(0)
 
     def ledger(self, replay: Iterable[Key] = ()) -> ErrorLedger | None:
@@ -245,28 +305,42 @@ class ChunkPlan:
         ledger.preset(replay)
         return ledger
 
-    def _build(self, start: int, stop: int, ledger: ErrorLedger | None) -> Any:
+    def _build(
+        self, start: int, stop: int, ledger: ErrorLedger | None, clocks: list[StageClock] | None
+    ) -> Any:
         covered = len(self.ops) if self.covered is None else self.covered
+        stack: list[float] = []
+
+        def clocked(stream: Any) -> Any:
+            if clocks is None:
+                return stream
+            clocks.append(StageClock(stream, stack))
+            return clocks[-1]
+
         with ledger_scope(ledger):
-            stream: Any = _ChunkReader(self.dataset, start, stop, self.read_threads)
+            stream: Any = clocked(_ChunkReader(self.dataset, start, stop, self.read_threads))
             for op, args, kwargs in self.ops[:covered]:
-                stream = op(stream, *args, **kwargs)
+                stream = clocked(op(stream, *args, **kwargs))
         with ledger_scope(None):
             for op, args, kwargs in self.ops[covered:]:
-                stream = op(stream, *args, **kwargs)
+                stream = clocked(op(stream, *args, **kwargs))
         return stream
 
     def iterate(
-        self, chunk: int, ledger: ErrorLedger | None = None
+        self,
+        chunk: int,
+        ledger: ErrorLedger | None = None,
+        clocks: list[StageClock] | None = None,
     ) -> Iterator[tuple[Any, tuple[int, ...] | None]]:
         """Yields `(output, origin)` for chunk `chunk`, lazily.
 
         With `ledger` (collecting), failing elements are skipped and reported there,
-        each stamped with the number of outputs yielded before it.
+        each stamped with the number of outputs yielded before it. With `clocks` (a
+        list), each stage is timed by a `StageClock` appended to it.
         """
         start = chunk * self.chunk_size
         stop = min(start + self.chunk_size, len(self.dataset))
-        stream = self._build(start, stop, ledger)
+        stream = self._build(start, stop, ledger, clocks)
         produced = 0
         while True:
             if ledger is not None:
@@ -291,8 +365,9 @@ class ChunkPlan:
         outputs: list[Any] = []
         origins: list[tuple[int, ...] | None] = []
         ledger = self.ledger(replay)
+        clocks: list[StageClock] | None = [] if self.timed else None
         try:
-            for element, origin in self.iterate(chunk, ledger):
+            for element, origin in self.iterate(chunk, ledger, clocks):
                 outputs.append(element)
                 origins.append(origin)
         except Exception as error:
@@ -301,14 +376,18 @@ class ChunkPlan:
             error.chute_outputs_before = len(outputs)  # type: ignore[attr-defined]
             raise
         skips = () if ledger is None else tuple(ledger.reports)
+        times = () if clocks is None else tuple((c.elements, c.seconds) for c in clocks)
+        result: Any = outputs
         if self.stack:
             if not outputs:
-                return None, origins, skips
-            try:
-                if allocate is None:
-                    return batch_elements(outputs), origins, skips
-                with stacking_into(allocate):
-                    return batch_elements(outputs), origins, skips
-            except BatchError:
-                return Unstacked(outputs), origins, skips
-        return outputs, origins, skips
+                result = None
+            else:
+                try:
+                    if allocate is None:
+                        result = batch_elements(outputs)
+                    else:
+                        with stacking_into(allocate):
+                            result = batch_elements(outputs)
+                except BatchError:
+                    result = Unstacked(outputs)
+        return ChunkResult(result, origins, skips, times)

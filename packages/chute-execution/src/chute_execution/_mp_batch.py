@@ -71,7 +71,7 @@ class MultiprocessBatchIter(IterNode[Any]):
 
     def _load(self, chunk: int) -> tuple[Any, int, list[Any]]:
         if self._cached is None or self._cached[0] != chunk:
-            stacked, origins, skips = self._chunks._result(chunk)
+            stacked, origins, skips, _ = self._chunks._result(chunk)
             if stacked is None:
                 rows = 0
             else:
@@ -140,6 +140,10 @@ class MultiprocessBatchIter(IterNode[Any]):
         chunk, offset = parent["chunk"], parent["offset"]
         assert isinstance(chunk, int) and isinstance(offset, int)
         self._chunk, self._offset, self._cached = chunk, offset, None
+
+    def stage_times(self) -> list[tuple[int, float]]:
+        """Per stage of the workers' plan: elements and seconds (see the prefetch's)."""
+        return self._chunks.stage_times()
 
     def close(self) -> None:
         """Stops the worker processes (also done at exhaustion and garbage collection)."""

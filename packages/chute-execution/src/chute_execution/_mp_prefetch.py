@@ -122,6 +122,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         self._generation = 0
         self._next_submit = 0
         self._in_flight: list[collections.deque[tuple[int, int]]] = []
+        self._stage_times: list[list[Any]] = []
         self._ledger = active_ledger()
         self._skips: tuple[Skip, ...] = ()  # Of the current chunk, not yet charged.
         self._skip_at = sys.maxsize  # The output before which the next skip is charged.
@@ -153,12 +154,12 @@ class MultiprocessPrefetchIter(IterNode[Any]):
                 self.close()
                 raise StopIteration
             try:
-                outputs, origins, skips = self._result(self._chunk)
+                outputs, origins, skips, _ = self._result(self._chunk)
             except (WorkerDiedError, WorkerTimeoutError, InvalidStateError):
                 raise
             except Exception as error:
                 replay = self.replay_for(self._chunk)
-                outputs, origins, skips = outputs_before(self._plan, self._chunk, error, replay)
+                outputs, origins, skips, _ = outputs_before(self._plan, self._chunk, error, replay)
                 if self._offset >= len(outputs):
                     self.set_skips(skips)
                     self.charge_skips(len(outputs))
@@ -247,13 +248,31 @@ class MultiprocessPrefetchIter(IterNode[Any]):
     def _result(self, chunk: int) -> ChunkResult:
         workers = self._options.num_workers
         if workers == 0:
-            return self._plan.run(chunk, replay=self.replay_for(chunk))
-        pool = self._ensure_pool()
-        try:
-            return self._receive(pool, chunk)
-        except WorkerDiedError:
-            self.close()
-            raise
+            result = self._plan.run(chunk, replay=self.replay_for(chunk))
+        else:
+            pool = self._ensure_pool()
+            try:
+                result = self._receive(pool, chunk)
+            except WorkerDiedError:
+                self.close()
+                raise
+        if result.times:
+            self._add_times(result.times)
+        return result
+
+    def _add_times(self, times: tuple[tuple[int, float], ...]) -> None:
+        if not self._stage_times:
+            self._stage_times = [[0, 0.0] for _ in times]
+        for total, (elements, seconds) in zip(self._stage_times, times, strict=True):
+            total[0] += elements
+            total[1] += seconds
+
+    def stage_times(self) -> list[tuple[int, float]]:
+        """With a timed plan: per stage (reader, then ops), elements and seconds so far.
+
+        Seconds are the stage's own time summed over all workers (they run at once).
+        """
+        return [(int(elements), float(seconds)) for elements, seconds in self._stage_times]
 
     def _receive(self, pool: WorkerPool, chunk: int) -> ChunkResult:
         workers = self._options.num_workers

@@ -182,6 +182,7 @@ def _measure(dataset: IterDataset[Any], seconds: float, limit: int | None) -> di
         "ended": ended,
         "stages": stages,
         "bottleneck": None if bottleneck is None else bottleneck.name,
+        "bottleneck_share": None if bottleneck is None else stats.share(bottleneck),
         "table": str(stats),
     }
 
@@ -258,13 +259,17 @@ def _print(result: dict[str, Any], dataset: Any, budget: int) -> None:
     print(line)
     first = "batch" if result["batched"] else "element"
     print(f"first {first} after {result['first_element_seconds']:.3f} s")
-    print("time per stage (own time, not its inputs'; share of the wall time):")
+    print(
+        "time per stage (own time, not its inputs'; share of the wall time, or for stages "
+        "in N workers of N x the wall time):"
+    )
     for text in result["table"].splitlines():
         if not text.startswith("bottleneck:"):
             print(f"  {text}")
     if result["bottleneck"] is not None:
-        share = max(stage["share"] for stage in result["stages"])
-        print(f"bottleneck: {result['bottleneck']} ({share:.0%} of the time)")
+        share = result["bottleneck_share"]
+        of = "the workers' time" if "workers]" in result["bottleneck"] else "the time"
+        print(f"bottleneck: {result['bottleneck']} ({share:.0%} of {of})")
     if isinstance(dataset, MapDataset):
         print(
             "  (a MapDataset's stages all run inside to_iter_dataset(); to time them one by "

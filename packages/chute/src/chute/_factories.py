@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 from chute_execution import (
     ChunkPlan,
@@ -29,7 +29,7 @@ from chute_transforms import (
     SkipErrorsIter,
 )
 
-from ._stats import timed
+from ._stats import RECORDER, timed
 
 __all__ = [
     "EmptyIterator",
@@ -106,12 +106,14 @@ class MultiprocessFactory:
         batch_after: str | None = None,
         auto_chunk: bool = False,
         skip: tuple[ErrorBudget, int, str] | None = None,
+        names: Sequence[str] = (),
     ) -> None:
         self.plan, self.options, self.init_fn, self.tail = plan, options, init_fn, tuple(tail)
         self.batch_after = batch_after
         self.auto_chunk = auto_chunk  # The chunk size was chosen by chute, not the user.
         # A `skip_errors` stage: its budget, how many tail stages it follows, its name.
         self.skip = skip
+        self.names = tuple(names)  # Of the plan's stages, for statistics.
 
     def with_batch_after(
         self, name: str, batch_size: int, drop_remainder: bool, pad: bool
@@ -137,6 +139,7 @@ class MultiprocessFactory:
             [(BatchIter, (batch_size,), options)],
             name,
             skip=self.skip,
+            names=self.names,
         )
 
     def __call__(self) -> CheckpointableIterator[Any]:
@@ -159,11 +162,15 @@ class MultiprocessFactory:
         tail = self.tail
         iterator: Any
         consumed = 0
+        recorder = RECORDER.get()
+        plan = self.plan
+        if recorder is not None:  # The workers time each of the plan's stages too.
+            plan = dataclasses.replace(plan, timed=True)
         if tail and tail[0][0] is BatchIter and tail[0][2].get("batch_fn") is None:
             # The workers stack their chunks; this process only slices out batches.
             _, (batch_size,), options = tail[0]
             iterator = MultiprocessBatchIter(
-                self.plan,
+                plan,
                 self.options,
                 batch_size,
                 drop_remainder=options.get("drop_remainder", False),
@@ -172,8 +179,11 @@ class MultiprocessFactory:
             )
             consumed = 1
         else:
-            iterator = MultiprocessPrefetchIter(self.plan, self.options, self.init_fn)
+            iterator = MultiprocessPrefetchIter(plan, self.options, self.init_fn)
+        workers = iterator
         iterator = timed(iterator, f"mp_prefetch(num_workers={self.options.num_workers})")
+        if recorder is not None:
+            recorder.add_workers(self.names, workers, self.options.num_workers)
         if self.batch_after is not None:
             iterator = timed(iterator, self.batch_after)  # Its work ran in the workers.
         return iterator, consumed
@@ -199,11 +209,13 @@ def batch_aligned_chunk_size(batch_size: int, length: int) -> int:
     return batch_size * max(1, min(per_chunk, cap // batch_size))
 
 
-Split = tuple[
-    ChunkPlan,
-    list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]],
-    tuple[ErrorBudget, int, str] | None,
-]
+class Split(NamedTuple):
+    """A pipeline cut for workers (see `split_for_workers`)."""
+
+    plan: ChunkPlan
+    tail: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]]
+    skip: tuple[ErrorBudget, int, str] | None
+    names: tuple[str, ...]  # Of the plan's stages, for statistics: the reader, the ops.
 
 
 def split_for_workers(factory: Factory, chunk_size: int) -> Split:
@@ -215,12 +227,14 @@ def split_for_workers(factory: Factory, chunk_size: int) -> Split:
     """
     steps: list[Any] = []
     skips: list[SkipErrorsFactory] = []
+    names: list[str] = []
     while isinstance(factory, OpFactory | SkipErrorsFactory):
         if isinstance(factory, SkipErrorsFactory):
             skips.append(factory)
             steps.append(factory)
         else:
             steps.append((factory.op, factory.args, factory.kwargs))
+            names.append(factory.name)
         factory = factory.parent
     if not isinstance(factory, SequentialFactory):
         raise TypeError(
@@ -243,7 +257,8 @@ def split_for_workers(factory: Factory, chunk_size: int) -> Split:
     covered = None if at is None else min(at, split)
     plan = ChunkPlan(factory.node, ops[:split], chunk_size, covered=covered)
     skip = None if at is None else (skips[0].budget, max(0, at - split), skips[0].name)
-    return plan, ops[split:], skip
+    names.reverse()
+    return Split(plan, ops[split:], skip, ("to_iter_dataset()", *names[:split]))
 
 
 class MixFactory:

@@ -401,12 +401,12 @@ class IterDataset(Generic[T]):
         auto_chunk = chunk_size is None
         if chunk_size is None:
             chunk_size = default_chunk_size(self._factory, self._stages)
-        plan, tail, skip = split_for_workers(self._factory, chunk_size)
+        plan, tail, skip, names = split_for_workers(self._factory, chunk_size)
         if chosen.num_workers:
             add_preload("chute")  # Workers re-import the main module, which imports chute.
             warm_up(chosen.start_method)  # Workers will then start in milliseconds.
         factory = MultiprocessFactory(
-            plan, chosen, worker_init_fn, tail, auto_chunk=auto_chunk, skip=skip
+            plan, chosen, worker_init_fn, tail, auto_chunk=auto_chunk, skip=skip, names=names
         )
         item = mp_prefetch_stage(chosen.num_workers, chunk_size)
         return IterDataset(factory, seed=self._seed, stages=(*self._stages, item))

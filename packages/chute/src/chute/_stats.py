@@ -24,10 +24,14 @@ class StageStats:
     name: str
     elements: int = 0
     seconds: float = 0.0
+    workers: int = 0
+    """Worker processes the stage ran on, its seconds summed over them (0: this process)."""
+    waiting: bool = False
+    """The stage's own time is waiting for worker processes (an `mp_prefetch`)."""
 
     @property
     def throughput(self) -> float:
-        """Elements per second of this stage's own time."""
+        """Elements per second of this stage's own time (per worker, for workers' stages)."""
         return self.elements / self.seconds if self.seconds > 0 else float("inf")
 
 
@@ -37,7 +41,10 @@ class Stats:
 
     `share` is each stage's own time over the wall time since the first element was
     asked for; the stage with the largest share is the `bottleneck`. The time of the
-    consumer's own work between elements is not in any stage.
+    consumer's own work between elements is not in any stage. Stages that ran in
+    worker processes (before `mp_prefetch`) are listed with `[N workers]`: their time
+    is summed over the workers and their share is of the workers' time (N x wall), so
+    a share near 100% there means the workers are busy all the time.
 
     Example:
         >>> import chute
@@ -53,13 +60,22 @@ class Stats:
     """Elements left out because they failed, under `skip_errors` budgets."""
 
     def share(self, stage: StageStats) -> float:
-        """The stage's own time over the wall time."""
-        return stage.seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
+        """The stage's own time over the wall time (over N x wall for N workers)."""
+        wall = self.wall_seconds * max(1, stage.workers)
+        return stage.seconds / wall if wall > 0 else 0.0
 
     @property
     def bottleneck(self) -> StageStats | None:
-        """The stage that took the most time, or None before the first element."""
-        return max(self.stages, key=lambda s: s.seconds, default=None)
+        """The stage with the largest share, or None before the first element.
+
+        When that is the wait for worker processes, it is the workers' stage that took
+        the most time instead: that is the one to make faster (or to give more workers).
+        """
+        top = max(self.stages, key=self.share, default=None)
+        if top is not None and top.waiting:
+            in_workers = [stage for stage in self.stages if stage.workers]
+            return max(in_workers, key=lambda stage: stage.seconds, default=top)
+        return top
 
     def __str__(self) -> str:
         lines = [f"{'stage':<40} {'elements':>10} {'seconds':>9} {'elem/s':>12} {'share':>6}"]
@@ -83,12 +99,31 @@ class Recorder:
         self.stack: list[float] = []
         self.started: float | None = None
         self.skippers: list[SkipErrorsIter[Any]] = []
+        self.workers: list[tuple[StageStats, tuple[str, ...], Any, int]] = []
+
+    def add_workers(self, names: tuple[str, ...], iterator: Any, num_workers: int) -> None:
+        """Stages of a plan that `iterator` runs in workers, just before its own stage."""
+        self.workers.append((self.stages[-1], names, iterator, num_workers))
 
     def stats(self) -> Stats:
         """A snapshot of the statistics."""
         wall = 0.0 if self.started is None else time.perf_counter() - self.started
-        copies = tuple(dataclasses.replace(stage) for stage in self.stages)
-        return Stats(copies, wall, sum(skipper.failures for skipper in self.skippers))
+        stages: list[StageStats] = []
+        for stage in self.stages:
+            copy = dataclasses.replace(stage)
+            for owner, names, iterator, workers in self.workers:
+                if owner is not stage:
+                    continue
+                times = iterator.stage_times()
+                where = f"[{workers} workers]" if workers else "[in mp_prefetch]"
+                for name, (elements, seconds) in zip(names, times, strict=False):
+                    stages.append(StageStats(f"{name} {where}", elements, seconds, workers))
+                if not workers:  # Ran inside the prefetch's own time: count it once.
+                    copy.seconds = max(0.0, copy.seconds - sum(s for _, s in times))
+                copy.waiting = bool(workers)
+            stages.append(copy)
+        skipped = sum(skipper.failures for skipper in self.skippers)
+        return Stats(tuple(stages), wall, skipped)
 
 
 RECORDER: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
