@@ -115,9 +115,17 @@ def test_a_missing_folder_or_file_says_what_is_there(tmp_path):
     with pytest.raises(CheckpointNotFoundError) as caught:
         restore(it, tmp_path)
     assert str(caught.value) == (
-        f"{tmp_path} has no process_0-of-1.json: it holds the states of 2 process(es), and "
-        "this is process 0 of 1. Redistribute them with chute_checkpoint.reshard_directory("
-        "source, target, process_count=1) (for index-based sharded pipelines)."
+        f"{tmp_path} has no process_0-of-1.json: it holds the states of processes [1] of 2, "
+        "and this is process 0 of 1; continuing on another number of processes needs the "
+        "states of all 2."
+    )
+    save(it, tmp_path, process_index=0, process_count=3)
+    with pytest.raises(CheckpointNotFoundError) as caught:
+        restore(it, tmp_path)
+    assert str(caught.value) == (
+        f"{tmp_path} has no process_0-of-1.json, and holds the states of several process "
+        "counts [2, 3]: it is unclear which to continue from; keep one step's states in a "
+        "folder (or reshard_directory the right ones into a new folder)."
     )
     with pytest.raises(CheckpointNotFoundError, match=r"^no checkpoint file at "):
         read_document(tmp_path / "absent.json")

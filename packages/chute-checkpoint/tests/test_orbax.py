@@ -121,16 +121,44 @@ def test_a_different_pipeline_is_refused_through_orbax(tmp_path):
         assert next(it) is not None
 
 
-def test_a_handler_for_another_process_count_names_the_files_found(tmp_path):
+def test_a_handler_of_another_process_count_needs_every_processs_state(tmp_path):
     it = iter(_dataset())
+    next(it)
     saver = ocp.Checkpointer(CheckpointHandler(process_index=1, process_count=2))
     saver.save(tmp_path / "ckpt", args=CheckpointSave(it))
     restorer = ocp.Checkpointer(CheckpointHandler())
-    with pytest.raises(CheckpointNotFoundError, match="holds the states of 2 process"):
+    with pytest.raises(CheckpointNotFoundError) as caught:
         restorer.restore(tmp_path / "ckpt", args=CheckpointRestore(iter(_dataset())))
+    assert str(caught.value) == (
+        f"{tmp_path / 'ckpt'} has no process_0-of-1.json: it holds the states of processes "
+        "[1] of 2, and this is process 0 of 1; continuing on another number of processes "
+        "needs the states of all 2."
+    )
     same = ocp.Checkpointer(CheckpointHandler(process_index=1, process_count=2))
     fresh = same.restore(tmp_path / "ckpt", args=CheckpointRestore(iter(_dataset())))
-    assert list(fresh) == list(_dataset())
+    assert list(fresh) == list(_dataset())[1:]
+
+
+def test_a_global_pipeline_restores_on_another_process_count_through_orbax(tmp_path):
+    # No shard stage: both processes walk the same positions (as with batch(sharding=)).
+    ds = chute.MapDataset.range(40).seed(1).shuffle().batch(4).to_iter_dataset()
+    expected = [b.tolist() for b in ds]
+    for index in range(2):
+        it = iter(ds)
+        for _ in range(3):
+            next(it)
+        saver = ocp.Checkpointer(CheckpointHandler(process_index=index, process_count=2))
+        saver.save(tmp_path / f"part{index}", args=CheckpointSave(it))
+    # (Each process of a real run writes into the same step folder; gather them here.)
+    step = tmp_path / "step"
+    step.mkdir()
+    for index in range(2):
+        name = f"process_{index}-of-2.json"
+        (step / name).write_bytes((tmp_path / f"part{index}" / name).read_bytes())
+    for index, count in [(0, 1), (2, 3)]:
+        restorer = ocp.Checkpointer(CheckpointHandler(process_index=index, process_count=count))
+        fresh = restorer.restore(step, args=CheckpointRestore(iter(ds)))
+        assert [b.tolist() for b in fresh] == expected[3:]
 
 
 def test_an_orbax_step_reshards_in_place_for_more_processes(tmp_path):

@@ -129,8 +129,18 @@ def test_missing_processes_and_other_pipelines_are_refused():
     other = _documents(pipeline=lambda i, n: _pipeline(i, n, size=61))
     with pytest.raises(ReshardError, match="state 1 is of a different pipeline than state 0"):
         reshard([documents[0], other[1]], 1)
-    with pytest.raises(ReshardError, match=r"the shard indices \[0, 0\] are not each of 0..1"):
+    with pytest.raises(ReshardError) as caught:
         reshard([documents[0], documents[0] | {"process_index": 1}], 1)
+    assert str(caught.value) == (
+        "the shard indices [0, 0] (by process) are not each of 0..1 at least once: pass the "
+        "states of all processes."
+    )
+    with pytest.raises(ReshardError) as caught:
+        reshard([documents[1], documents[1]], 1)
+    assert str(caught.value) == (
+        "the states are of the processes [1, 1], not of each of 0..1 once: pass the state of "
+        "every process of one step."
+    )
     with pytest.raises(ReshardError, match="needs the state documents of all processes, got none"):
         reshard([], 1)
     with pytest.raises(ReshardError, match="process_count must be a positive int, got 0"):
@@ -138,23 +148,30 @@ def test_missing_processes_and_other_pipelines_are_refused():
 
 
 def test_stages_that_move_positions_after_the_shard_are_refused():
-    def batched(i, n):
-        return chute.MapDataset.range(20).shard(i, n).to_iter_dataset().batch(2)
+    def shuffled(i, n):
+        return chute.MapDataset.range(20).shard(i, n).to_iter_dataset().window_shuffle(4, seed=0)
 
     with pytest.raises(ReshardError) as caught:
-        reshard(_documents(pipeline=batched), 1)
+        reshard(_documents(pipeline=shuffled), 1)
     assert str(caught.value) == (
-        "stage 3 (batch) follows the shard stage and changes which position of the shard an "
-        "element is (or keeps state across elements), so the global sequence cannot be re-cut; "
-        "put it before .shard(...), or restore with the same process count. Stages allowed "
-        "after shard: ['filter', 'map', 'mp_prefetch', 'prefetch', 'seed', 'to_iter_dataset']."
+        "stage 3 (window_shuffle) follows the shard stage and changes which position of the "
+        "shard an element is (or keeps state across elements), so the global sequence cannot "
+        "be re-cut; put it before .shard(...), or restore with the same process count. Stages "
+        "allowed after shard: ['batch', 'filter', 'map', 'mp_prefetch', 'prefetch', 'seed', "
+        "'to_device', 'to_iter_dataset']."
     )
 
-    def unsharded(i, n):
-        return chute.MapDataset.range(20).to_iter_dataset()
+    def nested(i, n):
+        parts = [chute.MapDataset.range(20).shard(i, n).to_iter_dataset()] * 2
+        return chute.IterDataset.mix(parts)
 
-    with pytest.raises(ReshardError, match="exactly one shard stage"):
-        reshard(_documents(pipeline=unsharded), 1)
+    with pytest.raises(ReshardError) as caught:
+        reshard(_documents(pipeline=nested), 1)
+    assert str(caught.value) == (
+        "reshard needs a chute.IterDataset pipeline with no shard stage or exactly one "
+        "(MapDataset...shard(i, n)...to_iter_dataset()); found 2 shard stages in a IterDataset "
+        "pipeline."
+    )
 
 
 def test_a_filtered_worker_state_inside_a_chunk_is_refused():

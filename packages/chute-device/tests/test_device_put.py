@@ -227,3 +227,35 @@ def test_loadax_style_shard_by_mesh():
     assert list(chute.MapDataset.range(5).shard(mesh, "data")) == [0, 1, 2, 3, 4]
     with pytest.raises(TypeError, match="needs the name of the mesh's data axis"):
         chute.MapDataset.range(5).shard(mesh)
+
+
+def _fail_at_five(x):
+    if x == 5:
+        raise RuntimeError("element five")
+    return x
+
+
+def _identity(x):
+    return x
+
+
+def test_an_error_comes_after_every_batch_before_it_and_resume_loses_none():
+    def pipeline(fn):
+        ds = chute.MapDataset.range(10).to_iter_dataset().map(fn).batch(1)
+        return ds.to_device(jax.devices()[0], device_buffer_size=2)
+
+    it = iter(pipeline(_fail_at_five))
+    got = [next(it).tolist() for _ in range(5)]
+    assert got == [[0], [1], [2], [3], [4]]  # Batch [3] was lost before: state said 4.
+    with pytest.raises(RuntimeError) as caught:
+        next(it)
+    assert str(caught.value) == "element five"
+    assert caught.value.__notes__ == [
+        "chute: raised by map(_fail_at_five) on the element at position 5"
+    ]
+    with pytest.raises(RuntimeError) as again:
+        next(it)  # Raised again, never skipped.
+    assert again.value is caught.value
+    resumed = iter(pipeline(_identity))
+    resumed.set_state(it.get_state())
+    assert [b.tolist() for b in resumed] == [[5], [6], [7], [8], [9]]

@@ -5,8 +5,9 @@ A checkpoint of an iterator is one small JSON document per process: its position
 fingerprint, checked on restore with an error naming the stage and parameter that
 differ. `save` / `restore` write and read such files atomically without Orbax;
 `CheckpointSave` / `CheckpointRestore` do the same inside an Orbax
-`CheckpointManager` (Orbax is imported on first use of those names); `reshard`
-redistributes the states of a stride-sharded pipeline to another number of processes.
+`CheckpointManager` (Orbax is imported on first use of those names). Both restore on
+another number of processes for index-based pipelines (`reshard_for`); `reshard`
+redistributes all processes' states of such a pipeline to another process count.
 
 Example:
     >>> import chute, tempfile
@@ -28,15 +29,16 @@ from ._describe import PIPELINE_ATTRIBUTE as PIPELINE_ATTRIBUTE
 from ._describe import describe_pipeline as describe_pipeline
 from ._describe import describe_value as describe_value
 from ._describe import fingerprint as fingerprint
+from ._elastic import state_file_name as state_file_name
 from ._errors import CheckpointError as CheckpointError
 from ._errors import CheckpointFormatError as CheckpointFormatError
 from ._errors import CheckpointNotFoundError as CheckpointNotFoundError
 from ._errors import PipelineMismatchError as PipelineMismatchError
 from ._errors import ReshardError as ReshardError
 from ._files import read_document as read_document
+from ._files import reshard_directory as reshard_directory
 from ._files import restore as restore
 from ._files import save as save
-from ._files import state_file_name as state_file_name
 from ._files import write_atomic as write_atomic
 from ._format import FORMAT as FORMAT
 from ._format import FORMAT_VERSION as FORMAT_VERSION
@@ -47,7 +49,7 @@ from ._format import make_document as make_document
 from ._format import pipeline_differences as pipeline_differences
 from ._format import validate_document as validate_document
 from ._reshard import reshard as reshard
-from ._reshard import reshard_directory as reshard_directory
+from ._reshard import reshard_for as reshard_for
 
 if TYPE_CHECKING:
     from ._orbax import CheckpointHandler as CheckpointHandler
@@ -92,6 +94,7 @@ __all__ = [
     "read_document",
     "reshard",
     "reshard_directory",
+    "reshard_for",
     "restore",
     "save",
     "state_file_name",

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
-import re
 import uuid
 from pathlib import Path
 from typing import Any, TypeVar
 
 from chute_sources import CheckpointableIterator
 
-from ._errors import CheckpointNotFoundError
+from ._elastic import find_document, state_file_name, states_by_count
+from ._errors import CheckpointNotFoundError, ReshardError
 from ._format import (
     apply_document,
     dumps_document,
@@ -18,21 +18,11 @@ from ._format import (
     make_document,
     process_position,
 )
+from ._reshard import reshard
 
-__all__ = ["read_document", "restore", "save", "state_file_name", "write_atomic"]
+__all__ = ["read_document", "reshard_directory", "restore", "save", "write_atomic"]
 
 It = TypeVar("It", bound=CheckpointableIterator[Any])
-_STATE_FILE = re.compile(r"process_(\d+)-of-(\d+)\.json")
-
-
-def state_file_name(process_index: int, process_count: int) -> str:
-    """The name of process `process_index`'s state file (as Grain names it).
-
-    Example:
-        >>> state_file_name(0, 2)
-        'process_0-of-2.json'
-    """
-    return f"process_{process_index}-of-{process_count}.json"
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
@@ -130,9 +120,18 @@ def restore(
 ) -> It:
     """Moves `iterator` to the position saved in `directory` by `save`; returns it.
 
+    Elastic: when `directory` holds the states of another number of processes (all of
+    them), this process's state is computed from them (`reshard_for`), for pipelines
+    that are index-based up to the batch: those batched with `batch(global_size,
+    sharding=...)` (no shard stage), and those with one `.shard(...)` stage followed
+    only by stages that keep positions, saved in lockstep.
+
     Raises:
-        CheckpointNotFoundError: no state file for this process (the message says when
-            the folder holds states of another number of processes: see `reshard`).
+        CheckpointNotFoundError: no state file for this process, and no complete set of
+            another process count's states (the message says what the folder holds).
+        ReshardError: the folder holds another process count's states, which cannot
+            continue in this iterator (the message says why, e.g. a filter before the
+            batch left the processes at different positions).
         CheckpointFormatError: the file is corrupt, truncated, foreign or too new.
         PipelineMismatchError: the checkpoint is of another pipeline (names the stage
             and the parameter); `check_pipeline=False` restores the position anyway.
@@ -148,26 +147,46 @@ def restore(
         1
     """
     index, count = process_position(process_index, process_count)
-    folder = Path(directory)
-    path = folder / state_file_name(index, count)
-    if not path.is_file():
-        raise CheckpointNotFoundError(_missing(folder, index, count))
-    apply_document(iterator, read_document(path), check_pipeline=check_pipeline, where=str(path))
+    document, where = find_document(Path(directory), iterator, index, count)
+    apply_document(iterator, document, check_pipeline=check_pipeline, where=where)
     return iterator
 
 
-def _missing(folder: Path, index: int, count: int) -> str:
-    name = state_file_name(index, count)
-    if not folder.is_dir():
-        return f"no checkpoint at {folder}: the folder does not exist."
-    counts = sorted(
-        {int(m.group(2)) for p in folder.iterdir() if (m := _STATE_FILE.fullmatch(p.name))}
-    )
-    if counts:
-        return (
-            f"{folder} has no {name}: it holds the states of {counts[0]} process(es), and this "
-            f"is process {index} of {count}. Redistribute them with "
-            f"chute_checkpoint.reshard_directory(source, target, process_count={count}) (for "
-            f"index-based sharded pipelines)."
-        )
-    return f"{folder} has no {name} (no chute state files at all)."
+def reshard_directory(
+    source: str | os.PathLike[str], target: str | os.PathLike[str], process_count: int
+) -> list[Path]:
+    """`reshard` on files: reads every `process_*-of-n.json` in `source`, writes to `target`.
+
+    `restore` does this by itself when it finds the states of another number of
+    processes; use this to keep the resharded files, or for meshes with one shard per
+    process only (`reshard` gives process `k` shard `k` of `process_count`).
+
+    Example:
+        >>> import chute, tempfile
+        >>> ds = chute.MapDataset.range(8).shard(0, 1).to_iter_dataset()
+        >>> it = iter(ds)
+        >>> _ = [next(it) for _ in range(4)]
+        >>> old, new = tempfile.mkdtemp(), tempfile.mkdtemp()
+        >>> _ = save(it, old)
+        >>> [p.name for p in reshard_directory(old, new, 2)]
+        ['process_0-of-2.json', 'process_1-of-2.json']
+        >>> ds1 = chute.MapDataset.range(8).shard(1, 2).to_iter_dataset()
+        >>> list(restore(iter(ds1), new, process_index=1, process_count=2))
+        [5, 7]
+    """
+    folder = Path(source)
+    found = states_by_count(folder)
+    if not found:
+        raise ReshardError(f"{folder} holds no process_*-of-*.json state files.")
+    if len(found) != 1:
+        raise ReshardError(f"{folder} mixes states of different process counts {sorted(found)}.")
+    ((_, paths),) = found.items()
+    documents = [read_document(paths[index]) for index in sorted(paths)]
+    out = Path(target)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for document in reshard(documents, process_count):
+        path = out / state_file_name(document["process_index"], process_count)
+        write_atomic(path, dumps_document(document))
+        written.append(path)
+    return written

@@ -9,22 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from pathlib import Path
 from typing import Any
 
 import orbax.checkpoint as ocp
 from etils import epath
 from orbax.checkpoint import future
 
-from ._errors import CheckpointNotFoundError
-from ._files import _missing, state_file_name, write_atomic
-from ._format import (
-    apply_document,
-    dumps_document,
-    loads_document,
-    make_document,
-    process_position,
-)
+from ._elastic import find_document, state_file_name
+from ._files import write_atomic
+from ._format import apply_document, dumps_document, make_document, process_position
 
 __all__ = ["CheckpointHandler", "CheckpointRestore", "CheckpointSave"]
 
@@ -75,15 +68,14 @@ class CheckpointHandler(ocp.handlers.AsyncCheckpointHandler):  # type: ignore[mi
         _write_now(epath.Path(directory) / state_file_name(index, count), text)
 
     def restore(self, directory: epath.Path, args: CheckpointRestore) -> Any:
-        """Moves `args.item` to the saved position and returns it."""
+        """Moves `args.item` to the saved position and returns it.
+
+        A checkpoint of another number of processes continues here when the pipeline
+        allows it (as in `chute_checkpoint.restore`).
+        """
         index, count = process_position(*self._process)
-        path = epath.Path(directory) / state_file_name(index, count)
-        if not path.exists():
-            raise CheckpointNotFoundError(_missing(_local(directory), index, count))
-        document = loads_document(path.read_bytes(), os.fspath(path))
-        apply_document(
-            args.item, document, check_pipeline=args.check_pipeline, where=os.fspath(path)
-        )
+        document, where = find_document(epath.Path(directory), args.item, index, count)
+        apply_document(args.item, document, check_pipeline=args.check_pipeline, where=where)
         return args.item
 
     def metadata(self, directory: epath.Path) -> None:
@@ -106,10 +98,6 @@ def _write_now(path: epath.Path, text: str) -> None:
         path.write_text(text)
     else:
         write_atomic(os.fspath(path), text)
-
-
-def _local(directory: epath.Path) -> Path:
-    return Path(os.fspath(directory))
 
 
 @ocp.args.register_with_handler(CheckpointHandler, for_save=True)

@@ -1,42 +1,64 @@
-"""Elastic restore across process counts, for index-based pipelines sharded by stride.
+"""Elastic restore across process counts, for index-based pipelines.
 
-A `MapDataset ... .shard(i, n)` stream on process `i` reads the positions `i, i + n,
-i + 2n, ...` of the unsharded dataset. When all `n` processes are at local position `j`
-(in lockstep, as data-parallel training keeps them), they have together consumed exactly
-the first `j * n` positions; `m` processes continue that sequence from local position
-`j * n / m` with `.shard(k, m)`. `reshard` rewrites the `n` state documents into those
-`m`, when the arithmetic allows it, and says why not otherwise.
+Two kinds of pipeline continue exactly on another number of JAX processes:
+
+- *Global* pipelines have no shard stage: every process walks the same positions, so
+  every process has the same state. `MapDataset.batch(global_size, sharding=...)` is
+  one: each process builds its own rows of global batch `b`, and the state is `b`.
+  Each new process gets that state.
+- *Sharded* pipelines have one `.shard(i, n)` stage (stride sharding, also from
+  `ShardByJaxProcess` or Loadax's `shard(mesh, data_axis_name)`): shard `i` reads the
+  positions `i, i + n, i + 2n, ...`. When all `n` shards are at local position `j` (in
+  lockstep, as data-parallel training keeps them), they have together consumed exactly
+  the first `j * n` positions; `m` shards continue from local position `j * n / m`.
+  Stages after the shard must keep positions (map, filter, batch, prefetching,
+  `to_device`); a `MapDataset.batch(b)` after the shard counts positions in batches.
+
+Anything else (processes at different positions, a filter that left the shards at
+different positions, totals the new count cannot split) raises `ReshardError` saying why.
 """
 
 from __future__ import annotations
 
 import copy
-import os
+import dataclasses
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from ._describe import fingerprint
+from ._describe import describe_pipeline, fingerprint
 from ._errors import ReshardError
-from ._files import read_document, state_file_name, write_atomic
-from ._format import dumps_document, validate_document
+from ._format import process_position, validate_document
 
-__all__ = ["reshard", "reshard_directory"]
+__all__ = ["reshard", "reshard_for"]
 
-_KEEP_POSITIONS = frozenset({"filter", "map", "mp_prefetch", "prefetch", "seed", "to_iter_dataset"})
+_KEEP_POSITIONS = frozenset(
+    {"batch", "filter", "map", "mp_prefetch", "prefetch", "seed", "to_device", "to_iter_dataset"}
+)
 """Stages after `shard` that keep the positions of the stream (element i of the shard)."""
 _DROPPING = frozenset({"filter", "flat_map"})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What the saved states say, for any new process count."""
+
+    base: dict[str, Any]  # The document of shard 0 (or of process 0: a global pipeline).
+    shard_at: int | None  # The shard stage; None: a global pipeline.
+    count: int = 1  # Shards saved.
+    local: int = 0  # Elements of its shard each has consumed (all the same).
+    unit: int = 1  # Elements per position of the state (MapDataset batches after shard).
+    chunk_size: int | None = None  # mp_prefetch's, in positions of the state.
 
 
 def reshard(documents: Sequence[Mapping[str, Any]], process_count: int) -> list[dict[str, Any]]:
     """The state documents of `process_count` processes that continue `documents`' stream.
 
-    `documents` are the states of all `n` processes of a pipeline that has one
-    `.shard(shard_index, n)` stage followed only by `map`, `filter`, `to_iter_dataset`,
-    `prefetch` and `mp_prefetch` (stages that keep positions), all at the same local
-    position `j`. Process `k` of the result runs the same pipeline with `.shard(k,
-    process_count)` from local position `j * n / process_count`, so the global sequence
-    continues with nothing lost or repeated.
+    `documents` are the states of all `n` processes of one step. A global pipeline (no
+    shard stage, e.g. batched with `batch(..., sharding=...)`) gives every new process
+    the common state. A pipeline with one `.shard(i, n)` stage gets process `k` of the
+    result running `.shard(k, process_count)` from local position `j * n /
+    process_count` (see the module docs), so the global sequence continues with nothing
+    lost or repeated.
 
     Raises:
         ReshardError: the pipeline or positions do not allow it (the message says why,
@@ -57,116 +79,178 @@ def reshard(documents: Sequence[Mapping[str, Any]], process_count: int) -> list[
     """
     if isinstance(process_count, bool) or not isinstance(process_count, int) or process_count < 1:
         raise ReshardError(f"process_count must be a positive int, got {process_count!r}.")
+    plan = _plan(documents)
+    return [_document(plan, k, process_count, k, process_count) for k in range(process_count)]
+
+
+def reshard_for(
+    documents: Sequence[Mapping[str, Any]],
+    iterator: object,
+    *,
+    process_index: int | None = None,
+    process_count: int | None = None,
+) -> dict[str, Any]:
+    """The state document that continues `documents`' stream in `iterator`.
+
+    Like `reshard`, but the new shard is read from `iterator`'s own pipeline, so it also
+    serves meshes where processes share a data-parallel replica (`shard(mesh, axis)`
+    gives them the same shard, and fewer shards than processes). `restore` and the Orbax
+    handler call it when a checkpoint holds the states of another number of processes.
+    `process_index` and `process_count` default to JAX's (see `save`).
+
+    Raises:
+        ReshardError: the states cannot continue in this iterator (the message says why).
+
+    Example:
+        >>> import chute
+        >>> from chute_checkpoint import apply_document, make_document
+        >>> ds = chute.MapDataset.range(8).batch(2).to_iter_dataset()
+        >>> olds = [iter(ds), iter(ds)]  # A global pipeline: both at global batch 1.
+        >>> _ = [next(it) for it in olds]
+        >>> docs = [make_document(it, i, 2) for i, it in enumerate(olds)]
+        >>> single = iter(ds)
+        >>> apply_document(single, reshard_for(docs, single, process_index=0, process_count=1))
+        >>> [b.tolist() for b in single]
+        [[2, 3], [4, 5], [6, 7]]
+    """
+    index, count = process_position(process_index, process_count)
+    plan = _plan(documents)
+    if plan.shard_at is None:
+        return _document(plan, 0, 1, index, count)
+    stages = describe_pipeline(iterator)["stages"]
+    at = plan.shard_at
+    if len(stages) <= at or stages[at]["op"] != "shard":
+        raise ReshardError(
+            f"the checkpoint's pipeline shards at stage {at} (.shard(i, n)), but this "
+            f"iterator's pipeline has no shard stage there (its stages: "
+            f"{[item['op'] for item in stages]}); restore into the same pipeline."
+        )
+    params = stages[at]["params"]
+    return _document(plan, int(params["shard_index"]), int(params["shard_count"]), index, count)
+
+
+def _plan(documents: Sequence[Mapping[str, Any]]) -> _Plan:
     if not documents:
         raise ReshardError("reshard needs the state documents of all processes, got none.")
     checked = [
         validate_document(copy.deepcopy(dict(d)), f"state {number}")
         for number, d in enumerate(documents)
     ]
-    count = len(checked)
-    shard_at, shard_indices = _shard_stage(checked, count)
-    ordered = [doc for _, doc in sorted(zip(shard_indices, checked, strict=True))]
-    chunk_size = _check_later_stages(ordered[0]["pipeline"]["stages"], shard_at)
-    positions = [_position(doc["state"], chunk_size, doc["pipeline"]) for doc in ordered]
-    if len(set(positions)) != 1:
-        raise ReshardError(
-            f"the processes are at different local positions {positions} (by shard index); "
-            "resharding needs them in lockstep: save every process at the same step."
-        )
-    consumed = positions[0] * count
-    if consumed % process_count:
-        raise ReshardError(
-            f"{count} processes at local position {positions[0]} consumed {consumed} elements "
-            f"together, which {process_count} processes cannot split evenly ({consumed} % "
-            f"{process_count} = {consumed % process_count}); restore from a step where the "
-            f"total is divisible by {process_count}, or use a process count that divides it."
-        )
-    local = consumed // process_count
-    result = []
-    for index in range(process_count):
-        document = copy.deepcopy(ordered[0])
-        params = document["pipeline"]["stages"][shard_at]["params"]
-        params["shard_index"], params["shard_count"] = index, process_count
-        document["fingerprint"] = fingerprint(document["pipeline"])
-        document["state"] = _moved(document["state"], local, count, process_count, chunk_size)
-        document["process_index"], document["process_count"] = index, process_count
-        result.append(document)
-    return result
-
-
-def reshard_directory(
-    source: str | os.PathLike[str], target: str | os.PathLike[str], process_count: int
-) -> list[Path]:
-    """`reshard` on files: reads every `process_*-of-n.json` in `source`, writes to `target`.
-
-    Example:
-        >>> import chute, tempfile
-        >>> from chute_checkpoint import restore, save
-        >>> ds = chute.MapDataset.range(8).shard(0, 1).to_iter_dataset()
-        >>> it = iter(ds)
-        >>> _ = [next(it) for _ in range(4)]
-        >>> old, new = tempfile.mkdtemp(), tempfile.mkdtemp()
-        >>> _ = save(it, old)
-        >>> [p.name for p in reshard_directory(old, new, 2)]
-        ['process_0-of-2.json', 'process_1-of-2.json']
-        >>> ds1 = chute.MapDataset.range(8).shard(1, 2).to_iter_dataset()
-        >>> list(restore(iter(ds1), new, process_index=1, process_count=2))
-        [5, 7]
-    """
-    folder = Path(source)
-    names = sorted(p.name for p in folder.glob("process_*-of-*.json"))
-    if not names:
-        raise ReshardError(f"{folder} holds no process_*-of-*.json state files.")
-    documents = [read_document(folder / name) for name in names]
-    counts = {doc["process_count"] for doc in documents}
-    if len(counts) != 1:
-        raise ReshardError(f"{folder} mixes states of different process counts {sorted(counts)}.")
-    out = Path(target)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for document in reshard(documents, process_count):
-        path = out / state_file_name(document["process_index"], process_count)
-        write_atomic(path, dumps_document(document))
-        written.append(path)
-    return written
-
-
-def _shard_stage(documents: list[dict[str, Any]], count: int) -> tuple[int, list[int]]:
-    stages = documents[0]["pipeline"]["stages"]
+    _check_all_processes(checked)
+    stages = checked[0]["pipeline"]["stages"]
     found = [number for number, item in enumerate(stages) if item["op"] == "shard"]
-    if documents[0]["pipeline"].get("kind") != "IterDataset" or len(found) != 1:
+    nested = sum(_count_shards(item.get("inputs", [])) for item in stages)
+    if not found and not nested:
+        return _global_plan(checked)
+    if checked[0]["pipeline"].get("kind") != "IterDataset" or len(found) != 1 or nested:
         raise ReshardError(
-            "reshard needs a chute.IterDataset pipeline with exactly one shard stage "
-            f"(MapDataset...shard(i, n)...to_iter_dataset()); found {len(found)} shard stages "
-            f"in a {documents[0]['pipeline'].get('kind')} pipeline."
+            "reshard needs a chute.IterDataset pipeline with no shard stage or exactly one "
+            f"(MapDataset...shard(i, n)...to_iter_dataset()); found {len(found) + nested} shard "
+            f"stages in a {checked[0]['pipeline'].get('kind')} pipeline."
         )
-    at = found[0]
-    indices: list[int] = []
+    return _sharded_plan(checked, found[0])
+
+
+def _check_all_processes(documents: list[dict[str, Any]]) -> None:
     for number, document in enumerate(documents):
-        params = dict(document["pipeline"]["stages"][at]["params"])
-        if document["process_count"] != count or params.get("shard_count") != count:
+        if document["process_count"] != len(documents):
             raise ReshardError(
                 f"state {number} is of process {document['process_index']} of "
-                f"{document['process_count']} with shard_count={params.get('shard_count')}, "
-                f"but {count} states were given: pass the states of all processes."
+                f"{document['process_count']}, but {len(documents)} states were given: pass "
+                "the states of all processes."
             )
-        indices.append(int(params.get("shard_index", -1)))
-        params["shard_index"] = None
-        other = dict(documents[0]["pipeline"]["stages"][at]["params"], shard_index=None)
-        same = [*stages[:at], {**stages[at], "params": other}, *stages[at + 1 :]]
-        mine = document["pipeline"]["stages"]
-        if [*mine[:at], {**mine[at], "params": params}, *mine[at + 1 :]] != same:
+    indices = sorted(document["process_index"] for document in documents)
+    if indices != list(range(len(documents))):
+        raise ReshardError(
+            f"the states are of the processes {indices}, not of each of 0..{len(documents) - 1} "
+            "once: pass the state of every process of one step."
+        )
+    documents.sort(key=lambda document: int(document["process_index"]))
+
+
+def _count_shards(branches: list[list[dict[str, Any]]]) -> int:
+    return sum(
+        (item["op"] == "shard") + _count_shards(item.get("inputs", []))
+        for branch in branches
+        for item in branch
+    )
+
+
+def _global_plan(documents: list[dict[str, Any]]) -> _Plan:
+    first = documents[0]
+    for number, document in enumerate(documents[1:], start=1):
+        if document["fingerprint"] != first["fingerprint"]:
+            raise ReshardError(
+                f"state {number} is of a different pipeline than state 0; reshard only the "
+                "states of one training run."
+            )
+        if document["state"] != first["state"]:
+            raise ReshardError(
+                f"the pipeline has no shard stage, so every process walks the same positions, "
+                f"but process {number}'s state {document['state']!r:.200} differs from process "
+                f"0's {first['state']!r:.200}: save every process at the same step (or shard "
+                "the data with .shard(...) or batch(..., sharding=...))."
+            )
+    return _Plan(first, None)
+
+
+def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
+    by_shard: dict[int, dict[str, Any]] = {}
+    first = documents[0]
+    for number, document in enumerate(documents):
+        if _without_shard_index(document, at) != _without_shard_index(first, at):
             raise ReshardError(
                 f"state {number} is of a different pipeline than state 0 (beyond the shard "
                 "index); reshard only the states of one training run."
             )
-    if sorted(indices) != list(range(count)):
-        raise ReshardError(f"the shard indices {indices} are not each of 0..{count - 1} once.")
-    return at, indices
+        shard = int(document["pipeline"]["stages"][at]["params"].get("shard_index", -1))
+        same = by_shard.setdefault(shard, document)
+        if same["state"] != document["state"]:
+            raise ReshardError(
+                f"processes {same['process_index']} and {number} read the same shard {shard} "
+                "(they share a data-parallel replica) but are at different states; save every "
+                "process at the same step."
+            )
+    count = int(first["pipeline"]["stages"][at]["params"].get("shard_count", 0))
+    if sorted(by_shard) != list(range(count)):
+        shards = [
+            int(d["pipeline"]["stages"][at]["params"].get("shard_index", -1)) for d in documents
+        ]
+        raise ReshardError(
+            f"the shard indices {shards} (by process) are not each of 0..{count - 1} at least "
+            "once: pass the states of all processes."
+        )
+    ordered = [by_shard[shard] for shard in range(count)]
+    unit, chunk_size = _later_stages(first["pipeline"]["stages"], at)
+    positions = [_position(doc["state"], chunk_size, doc["pipeline"]) for doc in ordered]
+    if len(set(positions)) != 1:
+        dropping = sorted(
+            {item["op"] for item in first["pipeline"]["stages"] if item["op"] in _DROPPING}
+        )
+        if dropping:
+            raise ReshardError(
+                f"the shards are at different local positions {positions} (by shard index): "
+                f"{' and '.join(dropping)} kept a different number of each shard's elements, "
+                "so at the same step they have read different amounts of their shards, and "
+                "what remains is no continuation of one global order that another number of "
+                "processes could split; restore with the same number of processes."
+            )
+        raise ReshardError(
+            f"the processes are at different local positions {positions} (by shard index); "
+            "resharding needs them in lockstep: save every process at the same step."
+        )
+    return _Plan(first, at, count, positions[0] * unit, unit, chunk_size)
 
 
-def _check_later_stages(stages: list[dict[str, Any]], shard_at: int) -> int | None:
-    chunk_size = None
+def _without_shard_index(document: dict[str, Any], at: int) -> list[dict[str, Any]]:
+    stages = copy.deepcopy(document["pipeline"]["stages"])
+    stages[at]["params"]["shard_index"] = None
+    return [document["pipeline"].get("kind"), *stages]
+
+
+def _later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int | None]:
+    """Elements per position of the state, and mp_prefetch's chunk size."""
+    unit, chunk_size, streaming = 1, None, False
     for number, item in enumerate(stages[shard_at + 1 :], start=shard_at + 1):
         if item["op"] not in _KEEP_POSITIONS:
             raise ReshardError(
@@ -176,9 +260,13 @@ def _check_later_stages(stages: list[dict[str, Any]], shard_at: int) -> int | No
                 f"restore with the same process count. Stages allowed after shard: "
                 f"{sorted(_KEEP_POSITIONS)}."
             )
-        if item["op"] == "mp_prefetch":
+        if item["op"] == "to_iter_dataset":
+            streaming = True
+        elif item["op"] == "batch" and not streaming:
+            unit *= int(item["params"]["batch_size"])
+        elif item["op"] == "mp_prefetch":
             chunk_size = item["params"].get("chunk_size")
-    return chunk_size
+    return unit, chunk_size
 
 
 def _position(state: Any, chunk_size: int | None, pipeline: Mapping[str, Any]) -> int:
@@ -206,14 +294,54 @@ def _leaf(state: Any) -> dict[str, Any]:
     return state
 
 
-def _moved(state: Any, local: int, old: int, new: int, chunk_size: int | None) -> Any:
+def _document(
+    plan: _Plan, shard_index: int, shard_count: int, process_index: int, process_count: int
+) -> dict[str, Any]:
+    document = copy.deepcopy(plan.base)
+    document["process_index"], document["process_count"] = process_index, process_count
+    if plan.shard_at is None:
+        return document
+    consumed = plan.local * plan.count
+    if consumed % (shard_count * plan.unit):
+        raise ReshardError(_indivisible(plan, consumed, shard_count, process_count))
+    params = document["pipeline"]["stages"][plan.shard_at]["params"]
+    params["shard_index"], params["shard_count"] = shard_index, shard_count
+    document["fingerprint"] = fingerprint(document["pipeline"])
+    position = consumed // shard_count // plan.unit
+    document["state"] = _moved(document["state"], position, plan, shard_count)
+    return document
+
+
+def _indivisible(plan: _Plan, consumed: int, count: int, processes: int) -> str:
+    old, new = _who(plan.count, plan.base["process_count"]), _who(count, processes)
+    if consumed % count:
+        return (
+            f"{old} at local position {plan.local // plan.unit} consumed {consumed} elements "
+            f"together, which {new} cannot split evenly ({consumed} % {count} = "
+            f"{consumed % count}); restore from a step where the total is divisible by "
+            f"{count}, or use a process count that divides it."
+        )
+    return (
+        f"{old} consumed {consumed} elements together; {new} would each continue from "
+        f"element {consumed // count} of their shard, inside a batch of {plan.unit} (the "
+        f"MapDataset.batch after the shard): restore from a step where the total is "
+        f"divisible by {count * plan.unit}."
+    )
+
+
+def _who(shards: int, processes: int) -> str:
+    """'n processes', or 'n shards' when processes share shards (a replica of a mesh)."""
+    return f"{shards} processes" if shards == processes else f"{shards} shards"
+
+
+def _moved(state: Any, position: int, plan: _Plan, new: int) -> Any:
     if isinstance(state, dict) and "parent" in state:
-        moved = {"parent": _moved(state["parent"], local, old, new, chunk_size)}
-        if "index" in state:
-            moved["index"] = int(state["index"]) * old // new
+        moved = {"parent": _moved(state["parent"], position, plan, new)}
+        if "index" in state:  # Counts elements for error notes; scaled like the positions.
+            moved["index"] = int(state["index"]) * plan.count // new
         return moved
     if "position" in state:
-        return {"position": local}
-    assert chunk_size is not None
-    chunk, offset = divmod(local, chunk_size)
+        return {"position": position}
+    assert plan.chunk_size is not None
+    chunk, offset = divmod(position, plan.chunk_size)
     return {"chunk": chunk, "offset": offset}

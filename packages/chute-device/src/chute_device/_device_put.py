@@ -44,7 +44,12 @@ class DevicePutIter(IterNode[Any]):
     the processes agree, with one small all-gather, that each of them has a batch of
     the same number of rows; when any process has run out, all stop together (a process
     never waits forever in a collective for a batch another one cannot produce), and a
-    shape mismatch raises `LockstepError` on every process.
+    shape mismatch raises `LockstepError` on every process. An error making or placing
+    a batch (a transform raised, rows that do not fit the sharding) takes part in that
+    all-gather too: the failing process raises it, and every other one a
+    `LockstepError` naming it, at the same step, after the batches before it. (A process
+    that is killed, or hangs in the main thread, cannot take part: see the multi-host
+    guide.)
 
     Args:
         parent: a checkpointable iterator of host batches (pytrees of NumPy arrays).
@@ -102,26 +107,40 @@ class DevicePutIter(IterNode[Any]):
     def _fill(self) -> None:
         """Prepares batches until `device_buffer_size` are in flight (or the end)."""
         while not self._exhausted and len(self._in_flight) < self._device_buffer_size:
+            batch, error = None, None
             try:
                 batch = next(self._host)
             except StopIteration:
-                batch = None
-            rows = -1 if batch is None else _rows(batch)
+                pass
+            except Exception as caught:  # Raised in its turn, after the batches before it.
+                error = caught
+            state = self._host.get_state()
+            status, rows, put = _DONE if error is None else _FAILED, -1, None
+            if batch is not None:
+                rows = _rows(batch)
+                try:
+                    put, status = put_batch(batch, self._target), _OK
+                except Exception as caught:  # E.g. rows that do not fit the sharding.
+                    error, status = caught, _PUT_FAILED
             if self._lockstep:
                 # Every process makes this call once per batch it prepares, in the same
-                # order, so the all-gathers pair up; an error waits for its turn.
-                try:
-                    if not _agree(rows):
-                        batch = None
-                except LockstepError as error:
-                    self._exhausted = True
-                    self._in_flight.append((error, self._host.get_state(), True))
-                    return
-            if batch is None:
+                # order, so the all-gathers pair up; a failure is reported, not raised,
+                # so that no other process waits for this one in a collective.
+                verdict, reason = _agree(rows, status)
+                if verdict == _DONE:  # One ran out: all stop here, quietly.
+                    error, status = None, _DONE
+                elif verdict == _FAILED:  # A failed process raises its own error.
+                    error = reason if error is None else error
+                elif verdict == _MISMATCH:  # Batches of different sizes, on every process.
+                    error = reason
+            if error is not None:
+                self._exhausted = True
+                self._in_flight.append((error, state, True))
+                return
+            if status == _DONE:
                 self._exhausted = True
                 return
-            state = self._host.get_state()
-            self._in_flight.append((put_batch(batch, self._target), state, False))
+            self._in_flight.append((put, state, False))
 
     def __next__(self) -> Any:
         self._fill()
@@ -167,25 +186,48 @@ def _rows(batch: Any) -> int:
     return 0
 
 
-def _agree(rows: int) -> bool:
-    """All processes compare `rows` (-1: no batch left).
+_OK, _DONE, _FAILED, _PUT_FAILED, _MISMATCH = 0, 1, 2, 3, 4
+"""A process's outcome for one step: a batch; none left; an error making it; an error
+placing it on devices (ranked below a row-count mismatch, which causes such errors).
+`_MISMATCH` is a verdict of `_agree` only."""
+
+
+def _agree(rows: int, status: int) -> tuple[int, LockstepError | None]:
+    """All processes compare their outcome for this step (`rows`: -1 when no batch).
 
     Returns:
-        Whether every process has a batch (False: all stop together).
-
-    Raises:
-        LockstepError: the processes' batches have different numbers of rows.
+        `(_OK, None)` when every process has a batch of the same size; `(_DONE, None)`
+        when one has none left (all stop together); `(_FAILED, error)` when a process
+        raised an error making or placing its batch (the others learn it here instead of
+        waiting for it in the next collective); `(_MISMATCH, error)` when the batches
+        have different numbers of rows.
     """
     from jax.experimental import multihost_utils
 
-    gathered = np.asarray(multihost_utils.process_allgather(np.array([rows], np.int64)))
-    everyone = gathered.reshape(-1).tolist()
-    if -1 in everyone:
-        return False
-    if all(r == everyone[0] for r in everyone):
-        return True
-    raise LockstepError(
-        "JAX processes hold local batches of different sizes "
-        f"({dict(enumerate(everyone))} rows by process): every process must yield batches "
-        "of the same shape; batch with drop_remainder=True or pad=True."
+    pairs = np.array([rows, status], np.int64)
+    gathered = np.asarray(multihost_utils.process_allgather(pairs)).reshape(-1, 2).tolist()
+    statuses = [int(s) for _, s in gathered]
+    failed = [process for process, s in enumerate(statuses) if s == _FAILED]
+    if failed:
+        return _FAILED, _failed(failed)
+    if _DONE in statuses:
+        return _DONE, None
+    everyone = [int(r) for r, _ in gathered]
+    if any(r != everyone[0] for r in everyone):
+        return _MISMATCH, LockstepError(
+            "JAX processes hold local batches of different sizes "
+            f"({dict(enumerate(everyone))} rows by process): every process must yield "
+            "batches of the same shape; batch with drop_remainder=True or pad=True."
+        )
+    failed = [process for process, s in enumerate(statuses) if s == _PUT_FAILED]
+    if failed:
+        return _FAILED, _failed(failed)
+    return _OK, None
+
+
+def _failed(processes: list[int]) -> LockstepError:
+    return LockstepError(
+        f"JAX process(es) {processes} raised an error making or placing their batch of this "
+        "step (their own error is raised there; see their logs): every process stops at "
+        "this step, so none waits for them in a collective."
     )

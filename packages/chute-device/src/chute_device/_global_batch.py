@@ -33,7 +33,7 @@ def put_batch(batch: Any, target: Target) -> Any:
     In a single process this is `jax.device_put` (asynchronous). When `target` spans
     several JAX processes, each process passes its *local* rows and gets global arrays
     (`jax.make_array_from_process_local_data`); a local batch whose rows do not fit the
-    sharding raises a `ValueError` naming the leaf.
+    sharding raises a `ValueError` naming the leaf (e.g. `batch['x']`).
 
     Strings (lists of `str`/`bytes` from batching) cannot live on devices and are
     returned unchanged.
@@ -45,24 +45,28 @@ def put_batch(batch: Any, target: Target) -> Any:
     """
     if _is_target(target):
         return _put_tree(batch, target, "batch")
-    return jax.tree.map(
-        lambda t, subtree: _put_tree(subtree, t, "batch"), target, batch, is_leaf=_is_target
+    return jax.tree_util.tree_map_with_path(
+        lambda path, t, subtree: _put_tree(subtree, t, "batch" + jax.tree_util.keystr(path)),
+        target,
+        batch,
+        is_leaf=_is_target,
     )
 
 
 def _put_tree(tree: Any, target: Sharding | jax.Device, path: str) -> Any:
     if isinstance(target, jax.Device) or target.is_fully_addressable:
-        put: Callable[[Any], Any] = lambda leaf: jax.device_put(leaf, target)  # noqa: E731
+        put: Callable[[Any, str], Any] = lambda leaf, _: jax.device_put(leaf, target)  # noqa: E731
     else:
         split = row_split(target)
 
-        def put(leaf: Any) -> Any:
+        def put(leaf: Any, where: str) -> Any:
             rows = np.shape(leaf)[0] if np.ndim(leaf) else None
             if rows is None or rows % split.count:
                 raise ValueError(
-                    f"a local batch leaf of shape {np.shape(leaf)} does not fit the sharding: "
-                    f"this process holds {split.count} of its {split.blocks} row blocks, so "
-                    f"its local rows must be a multiple of {split.count}."
+                    f"the local batch leaf {where} of shape {np.shape(leaf)} does not fit the "
+                    f"sharding: JAX process {jax.process_index()} holds {split.count} of its "
+                    f"{split.blocks} row blocks, so its local rows must be a multiple of "
+                    f"{split.count}."
                 )
             global_rows = rows // split.count * split.blocks
             shape = (global_rows, *np.shape(leaf)[1:])
@@ -70,10 +74,10 @@ def _put_tree(tree: Any, target: Sharding | jax.Device, path: str) -> Any:
                 target, np.asarray(leaf), shape
             )
 
-    def leaf_fn(leaf: Any) -> Any:
-        return put(leaf) if _is_array_leaf(leaf) else leaf
+    def leaf_fn(key: Any, leaf: Any) -> Any:
+        return put(leaf, path + jax.tree_util.keystr(key)) if _is_array_leaf(leaf) else leaf
 
-    return jax.tree.map(leaf_fn, tree, is_leaf=_is_string_list)
+    return jax.tree_util.tree_map_with_path(leaf_fn, tree, is_leaf=_is_string_list)
 
 
 def _is_string_list(node: Any) -> bool:
