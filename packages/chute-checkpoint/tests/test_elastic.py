@@ -231,3 +231,23 @@ def test_restore_reshards_a_folder_of_another_process_count(tmp_path):
         "together, which 5 processes cannot split evenly (24 % 5 = 4); restore from a step "
         "where the total is divisible by 5, or use a process count that divides it."
     )
+
+
+def test_a_pipeline_with_an_error_budget_is_refused_with_the_reason():
+    iterators = [
+        iter(chute.MapDataset.range(SIZE).shard(index, 2).to_iter_dataset().skip_errors(3).batch(3))
+        for index in range(2)
+    ]
+    for it in iterators:
+        next(it)
+    documents = [
+        make_document(it, process_index=index, process_count=2)
+        for index, it in enumerate(iterators)
+    ]
+    with pytest.raises(ReshardError) as caught:
+        reshard(documents, 1)
+    assert str(caught.value).endswith(
+        "the pipeline has an error budget (skip_errors): each process's state records the "
+        "elements it skipped by their position in its own shard, which another process count "
+        "cuts differently; restore with the same process count."
+    )

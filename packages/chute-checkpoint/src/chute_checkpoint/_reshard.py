@@ -252,6 +252,8 @@ def _later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int
     """Elements per position of the state, and mp_prefetch's chunk size."""
     unit, chunk_size, streaming = 1, None, False
     for number, item in enumerate(stages[shard_at + 1 :], start=shard_at + 1):
+        if item["op"] == "skip_errors":
+            raise ReshardError(_BUDGET_REFUSED)
         if item["op"] not in _KEEP_POSITIONS:
             raise ReshardError(
                 f"stage {number} ({item['op']}) follows the shard stage and changes which "
@@ -284,8 +286,17 @@ def _position(state: Any, chunk_size: int | None, pipeline: Mapping[str, Any]) -
     raise ReshardError(f"cannot find the stream position in the state {state!r:.200}.")
 
 
+_BUDGET_REFUSED = (
+    "the pipeline has an error budget (skip_errors): each process's state records the "
+    "elements it skipped by their position in its own shard, which another process count "
+    "cuts differently; restore with the same process count."
+)
+
+
 def _leaf(state: Any) -> dict[str, Any]:
     while isinstance(state, dict) and "parent" in state:
+        if "errors" in state:
+            raise ReshardError(_BUDGET_REFUSED)
         if not set(state) <= {"parent", "index"}:
             raise ReshardError(f"unexpected keys in the state {state!r:.200}.")
         state = state["parent"]

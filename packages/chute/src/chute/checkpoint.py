@@ -26,6 +26,7 @@ from chute_checkpoint import PipelineMismatchError as PipelineMismatchError
 from chute_checkpoint import ReshardError as ReshardError
 from chute_checkpoint import reshard as reshard
 from chute_checkpoint import reshard_directory as reshard_directory
+from chute_checkpoint import reshard_for as reshard_for
 from chute_checkpoint import restore as restore
 from chute_checkpoint import save as save
 
@@ -58,6 +59,7 @@ __all__ = [
     "ReshardError",
     "reshard",
     "reshard_directory",
+    "reshard_for",
     "restore",
     "save",
 ]
