@@ -246,3 +246,53 @@ def test_in_memory_data_source_example():
         assert epochs == list(ds)
     finally:
         in_memory_datasource.close()
+
+
+def test_in_memory_data_loader_with_five_workers_as_written():
+    in_memory_datasource = chute.InMemoryDataSource(range(5))
+    try:
+
+        def loader(workers):
+            return chute.DataLoader(
+                data_source=in_memory_datasource,
+                sampler=chute.IndexSampler(
+                    num_records=len(in_memory_datasource),
+                    num_epochs=2,
+                    shard_options=chute.NoSharding(),
+                    shuffle=True,
+                    seed=0,
+                ),
+                worker_count=workers,
+            )
+
+        data_iter = iter(loader(5))
+        got = [next(data_iter) for _ in range(len(in_memory_datasource) * 2)]
+        # Each epoch is a shuffle of the five records, and the 5 workers change nothing.
+        assert sorted(got[:5]) == sorted(got[5:]) == [0, 1, 2, 3, 4]
+        assert got == list(loader(0))
+        del data_iter
+    finally:
+        in_memory_datasource.close()
+
+
+def test_per_worker_read_options_as_written(source):
+    def loader(workers, read_options):
+        return chute.DataLoader(
+            data_source=source,
+            sampler=chute.IndexSampler(
+                num_records=len(source),
+                num_epochs=2,
+                shard_options=chute.NoSharding(),
+                shuffle=True,
+                seed=0,
+            ),
+            worker_count=workers,
+            read_options=read_options,
+        )
+
+    # Following configuration makes 8*10=80 threads reading data.
+    data_loader = loader(10, chute.ReadOptions(num_threads=8, prefetch_buffer_size=500))
+    got = [element["file_name"] for element in data_loader]
+    expected = [element["file_name"] for element in loader(0, None)]
+    assert got == expected
+    assert sorted(got[: len(source)]) == sorted(got[len(source) :])
