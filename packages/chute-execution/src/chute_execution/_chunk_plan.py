@@ -63,6 +63,11 @@ class ChunkResult(NamedTuple):
         skips: the elements skipped under an error budget (see `Skip`).
         times: with `ChunkPlan.timed`, a `StageTime` per stage (the reader, then each
             op), else empty.
+
+    Example:
+        >>> result = ChunkPlan(range(10), chunk_size=4, timed=True).run(2)
+        >>> result.outputs, result.origins, result.skips, len(result.times)
+        ([8, 9], [(8,), (9,)], (), 1)
     """
 
     outputs: Any
