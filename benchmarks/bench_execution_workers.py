@@ -23,7 +23,7 @@ import numpy as np
 import chute
 from chute_sources import ArrayRecordSource, write_array_record
 
-from ._timing import median_seconds
+from ._timing import median_ratio, median_seconds
 
 SMALL = 400_000
 ARRAY_BYTES = 2 * 2**20
@@ -54,7 +54,8 @@ def image_of(record: dict) -> np.ndarray:
 
 
 class SmallElements:
-    """400k integers -> map through 2 workers (elements/s, worker start included)."""
+    """400k integers -> map through 2 workers (elements/s, worker start included; ratio to
+    a plain one-process loop doing the same calls)."""
 
     timer = timeit.default_timer
     number = 1
@@ -72,6 +73,16 @@ class SmallElements:
         return SMALL / median_seconds(self.time_iterate, repeats=3)
 
     track_elements_per_second.unit = "elements/s"  # type: ignore[attr-defined]
+
+    def _plain_loop(self) -> None:
+        for x in range(SMALL):
+            add_one(x)
+
+    def track_ratio_to_plain_loop(self) -> float:
+        """Elements/s through 2 workers (start included) / a one-process loop calling add_one."""
+        return median_ratio(self.time_iterate, self._plain_loop, repeats=3)
+
+    track_ratio_to_plain_loop.unit = "ratio"  # type: ignore[attr-defined]
 
 
 class LargeArrays:
