@@ -1,9 +1,11 @@
 """DataLoader: the seeds' example, rng from the record metadata, workers, resume."""
 
+import threading
+
 import numpy as np
 import pytest
 
-from chute_execution import DataLoader
+from chute_execution import DataLoader, ReadOptions
 from chute_execution.testing import AddNoise, Remainder
 from chute_samplers import IndexSampler, NoSharding, ShardOptions
 from chute_sources import RangeSource, SharedMemorySource
@@ -95,3 +97,42 @@ def test_bad_arguments():
         DataLoader(data_source=RangeSource(3), sampler=[0, 1])
     with pytest.raises(ValueError, match="covers 5 records but the source has only 3"):
         DataLoader(data_source=RangeSource(3), sampler=_sampler(5))
+
+
+class ThreadNames(RangeSource):
+    """A range source that records the names of the threads that read it."""
+
+    def __init__(self, n):
+        super().__init__(n)
+        self.readers = set()
+
+    def __getitems__(self, keys):
+        self.readers.add(threading.current_thread().name)
+        return super().__getitems__(keys)
+
+
+def test_read_options_read_chunks_on_threads_and_change_nothing():
+    ops = [AddNoise(), BatchTransform(batch_size=4)]  # From a module: workers import it.
+
+    def loader(workers, read_options, source=None):
+        return DataLoader(
+            data_source=source or RangeSource(48),
+            sampler=_sampler(48, epochs=1),
+            operations=ops,
+            worker_count=workers,
+            read_options=read_options,
+            chunk_size=12,
+        )
+
+    expected = list(loader(0, None))
+    source = ThreadNames(48)
+    assert_trees_equal(list(loader(0, ReadOptions(num_threads=3), source)), expected)
+    assert source.readers and all(name.startswith("chute-chunk") for name in source.readers)
+    assert_trees_equal(list(loader(2, ReadOptions(num_threads=2))), expected)
+    make = lambda: iter(loader(0, ReadOptions(num_threads=3)))  # noqa: E731
+    assert_resumes(make, every=None, expected=expected)
+
+
+def test_read_options_of_the_wrong_type_are_refused():
+    with pytest.raises(TypeError, match="read_options must be a ReadOptions"):
+        DataLoader(data_source=RangeSource(3), sampler=_sampler(3), read_options={"num_threads": 2})

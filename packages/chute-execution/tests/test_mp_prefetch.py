@@ -15,7 +15,7 @@ from chute_execution import (
     MultiprocessPrefetchIter,
     WorkerDiedError,
 )
-from chute_execution.testing import FailAt, KillWorkerAt, Remainder, Repeat
+from chute_execution.testing import AddNoise, FailAt, KillWorkerAt, Remainder, Repeat
 from chute_samplers import ShuffleMap
 from chute_sources.testing import assert_resumes, assert_trees_equal
 from chute_transforms import FilterIter, FlatMapIter, MapIter
@@ -31,6 +31,7 @@ def _pipeline(n=300):
         .to_iter_dataset()
         .filter(_is_odd)
         .flat_map(_pair)
+        .random_map(AddNoise(), seed=9)
         .map(operator.neg)
         .batch(5)
     )
@@ -218,3 +219,9 @@ def test_a_stuck_worker_raises_after_the_timeout_and_leaves_nothing():
 def test_bad_worker_timeouts_are_refused():
     with pytest.raises(ValueError, match="worker_timeout must be None or > 0"):
         MultiprocessingOptions(num_workers=1, worker_timeout=0)
+
+
+def test_the_fork_start_method_is_refused_with_the_reason():
+    refused = r"start_method must be 'spawn' or 'forkserver'.*'fork' is refused.*jax"
+    with pytest.raises(ValueError, match=refused):
+        MultiprocessingOptions(num_workers=2, start_method="fork")  # type: ignore[arg-type]

@@ -149,6 +149,11 @@ class DataLoader:
                 f"DataLoader: the sampler covers {sampler.num_records} records but the source "
                 f"has only {len(data_source)}."
             )
+        if read_options is not None and not isinstance(read_options, ReadOptions):
+            raise TypeError(
+                "DataLoader: read_options must be a ReadOptions (or None), got "
+                f"{type(read_options).__name__} {read_options!r}."
+            )
         self.data_source, self.sampler = data_source, sampler
         self.options = MultiprocessingOptions(worker_count, worker_buffer_size)
         self.read_options = read_options

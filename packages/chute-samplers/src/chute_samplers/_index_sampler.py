@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from chute_sources import IteratorState, RecordIndexError, RecordMetadata
+from chute_sources._distinct import distinct
 
 from ._checks import check_bool, check_int, check_seed, state_value
 from ._iter_base import IterNode
@@ -185,7 +186,7 @@ class IndexSampler:
         if not self._shuffle:
             return global_index, in_epoch
         keys = np.empty_like(in_epoch)
-        for epoch in np.unique(epochs).tolist():
+        for epoch in distinct(epochs).tolist():
             mask = epochs == epoch
             keys[mask] = self._permutation(epoch).take(in_epoch[mask])
         return global_index, keys

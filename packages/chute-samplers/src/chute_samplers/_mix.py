@@ -8,6 +8,7 @@ from typing import TypeVar
 import numpy as np
 
 from chute_sources import RandomAccessDataSource
+from chute_sources._distinct import distinct
 
 from ._checks import check_sequence
 from ._node import ENDLESS, EpochArray, MapNode, PositionArray, check_dataset, fetch
@@ -26,7 +27,7 @@ def gather(
 ) -> list[T]:
     """Reads `parents[components[i]][occurrences[i]]` for every `i`, one batch per parent."""
     result: list[T] = [None] * len(components)  # type: ignore[list-item]
-    for component in np.unique(components).tolist():
+    for component in distinct(components).tolist():
         where = np.flatnonzero(components == component)
         values = fetch(parents[component], occurrences[where], epochs[where])
         for slot, value in zip(where.tolist(), values, strict=True):

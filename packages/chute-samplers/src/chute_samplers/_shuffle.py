@@ -7,6 +7,7 @@ from typing import TypeVar
 import numpy as np
 
 from chute_sources import RandomAccessDataSource
+from chute_sources._distinct import distinct
 
 from ._checks import check_seed
 from ._node import EpochArray, MapNode, PositionArray, check_dataset, fetch, node_epoch_length
@@ -85,7 +86,7 @@ class ShuffleMap(MapNode[T]):
             blocks, within = np.divmod(positions, self._block)
             keys = epochs * np.uint64(self._blocks) + blocks.astype(np.uint64)
         shuffled = np.empty_like(positions)
-        unique_keys = np.unique(keys)
+        unique_keys = distinct(keys)
         for key in unique_keys.tolist():
             mask = None if unique_keys.size == 1 else keys == key
             block = int(blocks[0] if mask is None else blocks[mask][0])

@@ -14,6 +14,7 @@ from array_record.python.array_record_module import ArrayRecordReader
 
 from ._base import Source
 from ._codec import MAGIC, decode_record
+from ._distinct import distinct
 from ._errors import SourceFileError, SourceFileNotFoundError
 from ._paths import PathLike, display_paths, expand_paths
 
@@ -235,7 +236,7 @@ class ArrayRecordSource(Source[Any]):
         files = np.searchsorted(self._starts, keys, side="right") - 1
         positions = keys - self._starts[files] + self._skips[files]
         out: list[Any] = [None] * len(keys)
-        unique = np.unique(files)
+        unique = distinct(files)
         if len(unique) == 1:
             records = self._read_file(int(unique[0]), positions.tolist(), indices)
             out = records
