@@ -148,3 +148,27 @@ def test_a_full_shared_memory_folder_gives_a_clear_error_and_no_leftovers():
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("ERROR cannot write shared memory")
     assert "MiB free and this needs" in result.stdout
+
+
+def test_chute_shm_dir_chooses_the_folder_of_shared_memory(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHUTE_SHM_DIR", str(tmp_path))
+    assert shm_dir() == tmp_path
+    source = SharedMemorySource(["a", "b"])
+    try:
+        (name,) = os.listdir(tmp_path)
+        assert name == source.name and name.startswith(f"{SHM_PREFIX}{os.getpid()}-")
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o600
+        assert list(source) == ["a", "b"]
+    finally:
+        source.close()
+    assert os.listdir(tmp_path) == []
+    monkeypatch.delenv("CHUTE_SHM_DIR")
+    assert shm_dir() != tmp_path
+
+
+@pytest.mark.parametrize("value", ["missing", "a-file"])
+def test_a_chute_shm_dir_that_is_no_writable_folder_is_a_clear_error(value, tmp_path, monkeypatch):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("CHUTE_SHM_DIR", str(tmp_path / value))
+    with pytest.raises(SharedMemoryError, match=r"CHUTE_SHM_DIR='.*' is not a writable folder"):
+        SharedMemorySource(["a"])
