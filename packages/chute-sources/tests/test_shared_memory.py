@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chute_sources import SharedMemoryError, SharedMemorySource, SourceClosedError, read_records
-from chute_sources._shm import SHM_PREFIX, reclaim_orphaned_segments, shm_dir
+from chute_sources._shm import (
+    SHM_PREFIX,
+    _start_time,
+    create_segment_file,
+    reclaim_orphaned_segments,
+    remove_own_segments,
+    shm_dir,
+)
 from chute_sources.testing import assert_trees_equal
 
 
@@ -172,3 +179,15 @@ def test_a_chute_shm_dir_that_is_no_writable_folder_is_a_clear_error(value, tmp_
     monkeypatch.setenv("CHUTE_SHM_DIR", str(tmp_path / value))
     with pytest.raises(SharedMemoryError, match=r"CHUTE_SHM_DIR='.*' is not a writable folder"):
         SharedMemorySource(["a"])
+
+
+def test_remove_own_segments_unlinks_this_processes_segments_only(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHUTE_SHM_DIR", str(tmp_path))
+    path, fd = create_segment_file("slab")
+    os.close(fd)
+    # Another live process's segment (pid 1, its own start time) and a foreign file.
+    other = tmp_path / f"{SHM_PREFIX}1-{_start_time(1)}-slab-0123456789ab"
+    other.touch()
+    (tmp_path / "not-chute").touch()
+    assert remove_own_segments() == [path.name]
+    assert sorted(os.listdir(tmp_path)) == sorted([other.name, "not-chute"])

@@ -25,6 +25,7 @@ __all__ = [
     "create_segment_file",
     "no_space_error",
     "reclaim_orphaned_segments",
+    "remove_own_segments",
     "shm_dir",
 ]
 
@@ -101,6 +102,28 @@ def reclaim_orphaned_segments(folder: Path | None = None) -> list[str]:
                 removed.append(name)
             except OSError:
                 pass
+    return removed
+
+
+def remove_own_segments(folder: Path | None = None) -> list[str]:
+    """Unlinks every segment this process made; returns their names.
+
+    For a process about to end abruptly (`os._exit`), whose objects will not get to
+    unlink theirs: it leaves nothing for the next chute process to reclaim.
+    """
+    folder = folder or shm_dir()
+    mine = f"{SHM_PREFIX}{_owner_tag()}-"
+    removed: list[str] = []
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(mine)]
+    except OSError:
+        return removed
+    for name in names:
+        try:
+            os.unlink(folder / name)
+            removed.append(name)
+        except OSError:
+            pass
     return removed
 
 
