@@ -24,11 +24,13 @@ import json
 import multiprocessing
 import os
 import random
+import shutil
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -398,3 +400,44 @@ def run_caught_ctrl_c(seed: int) -> dict[str, Any]:
         "workers_gone_s": gone_s,
         "leftovers": segments(owners),
     }
+
+
+# --- 8. /dev/shm nearly full ----------------------------------------------------------
+
+SHM_FULL_SCRIPT = Path(__file__).with_name("shm_full_run.py")
+TMPFS_MIB = 64  # As in shm_full_run.py.
+
+
+def private_tmpfs(folder: str) -> list[str] | str:
+    """A command prefix that runs a command with a fresh tmpfs of `TMPFS_MIB` MiB at
+    `folder`, in a mount namespace of its own (so the mount ends with the command), or
+    the reason why this machine cannot (no `unshare`, or mounting is not permitted)."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return "the unshare command (util-linux) is missing"
+    user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+    mount = f'mount -t tmpfs -o size={TMPFS_MIB}m,mode=0700 chute-faults "$0" && exec "$@"'
+    prefix = [unshare, *user, "--mount", "--propagation", "private", "--", "sh", "-c", mount]
+    probe = subprocess.run([*prefix, folder, "true"], capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        return f"cannot mount a tmpfs in a private mount namespace: {probe.stderr.strip()}"
+    return [*prefix, folder]
+
+
+def run_shm_full(seeds: list[int], folder: str) -> list[dict[str, Any]] | str:
+    """Scenario 8: `shm_full_run.py` for `seeds` with `CHUTE_SHM_DIR` on a private,
+    nearly full tmpfs at `folder`; one dict per seed (see that script), or the reason
+    why no tmpfs can be mounted here."""
+    prefix = private_tmpfs(folder)
+    if isinstance(prefix, str):
+        return prefix
+    done = subprocess.run(
+        [*prefix, sys.executable, str(SHM_FULL_SCRIPT), *map(str, seeds)],
+        capture_output=True,
+        text=True,
+        timeout=60 + 30 * len(seeds),
+        env={**os.environ, "CHUTE_SHM_DIR": folder},
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"shm_full_run.py exited with {done.returncode}:\n{done.stderr}")
+    return [json.loads(line) for line in done.stdout.splitlines()]

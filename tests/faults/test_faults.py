@@ -7,11 +7,11 @@ fault hits) and bounds the time from the fault to the error (generous bounds for
 loaded 2-core machine: they catch hangs, not slowness). `measure_faults.py` runs the
 same scenarios (from `fault_scenarios.py`) and prints the measured figures.
 
-Covered elsewhere, not repeated here: Ctrl-C, a killed parent, a long run and
-`close()` of a stuck pipeline (`packages/chute-execution/tests/test_mp_faults.py`), a
-full `/dev/shm` (`test_transport.py`), truncated and corrupt files opened afresh
-(`packages/chute-sources/tests/`, `test_fuzz_readers.py`), and the soak run
-(`tests/soak/soak.py`).
+Covered elsewhere, not repeated here: Ctrl-C, a long run and `close()` of a stuck
+pipeline (`packages/chute-execution/tests/test_mp_faults.py`), a killed parent
+(`test_mp_killed_parent.py` there), a nearly full `/dev/shm` (`test_shm_full_faults.py`),
+truncated and corrupt files opened afresh (`packages/chute-sources/tests/`,
+`test_fuzz_readers.py`), and the soak run (`tests/soak/soak.py`).
 """
 
 from __future__ import annotations
