@@ -20,12 +20,17 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import json
 import multiprocessing
 import os
 import random
+import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -325,3 +330,114 @@ def run_one_in_a_million(seed: int) -> Outcome:
 
 def notes(error: BaseException) -> str:
     return "\n".join(getattr(error, "__notes__", []))
+
+
+# --- 6. Ctrl-C at a seeded place, caught ------------------------------------------------
+
+CTRL_C_SCRIPT = """
+import json, multiprocessing, os, signal, threading, time
+import chute
+from chute_execution.testing import SleepAt
+
+stuck = {stuck}
+ds = (
+    chute.MapDataset.range(100)
+    .to_iter_dataset()
+    .map(SleepAt(stuck, seconds=2.0))
+    .mp_prefetch(chute.MultiprocessingOptions(num_workers=2), chunk_size=10)
+)
+it = iter(ds)
+got = [next(it) for _ in range(stuck // 10 * 10)]
+workers = [p.pid for p in multiprocessing.active_children()]
+state = it.get_state()
+sent = []
+
+def ctrl_c():
+    sent.append(time.monotonic())
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Timer(0.5, ctrl_c).start()
+try:
+    got.extend(next(it) for _ in range(stuck % 10 + 1))
+    interrupted = None
+except KeyboardInterrupt:
+    interrupted = time.monotonic() - sent[0]
+same_state = it.get_state() == state
+got.extend(it)
+print(json.dumps({{"pid": os.getpid(), "workers": workers, "interrupted_s": interrupted,
+                  "same_state": same_state, "got": got}}), flush=True)
+"""
+
+
+def run_caught_ctrl_c(seed: int) -> dict[str, Any]:
+    """Scenario 6: Ctrl-C while `next()` waits for a worker sleeping 2 s on element
+    `stuck` (seeded); the program catches it and reads on with the same iterator.
+
+    Returns what the subprocess printed (`interrupted_s`: from the SIGINT to the
+    `KeyboardInterrupt`, None if it came too late to interrupt), its exit code and
+    stderr, the seconds from its exit until its workers were gone, and its segments left.
+    """
+    stuck = random.Random(seed).randrange(20, 100)
+    done = subprocess.run(
+        [sys.executable, "-c", CTRL_C_SCRIPT.format(stuck=stuck)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    exited = time.monotonic()
+    result: dict[str, Any] = json.loads(done.stdout) if done.returncode == 0 else {}
+    workers = result.get("workers", [])
+    gone = wait_until(lambda: not any(map(alive, workers)))
+    gone_s = time.monotonic() - exited
+    owners = [result.get("pid", -1), *workers]
+    wait_until(lambda: not segments(owners))
+    return {
+        **result,
+        "stuck": stuck,
+        "returncode": done.returncode,
+        "stderr": done.stderr,
+        "workers_gone": gone,
+        "workers_gone_s": gone_s,
+        "leftovers": segments(owners),
+    }
+
+
+# --- 8. /dev/shm nearly full ----------------------------------------------------------
+
+SHM_FULL_SCRIPT = Path(__file__).with_name("shm_full_run.py")
+TMPFS_MIB = 64  # As in shm_full_run.py.
+
+
+def private_tmpfs(folder: str) -> list[str] | str:
+    """A command prefix that runs a command with a fresh tmpfs of `TMPFS_MIB` MiB at
+    `folder`, in a mount namespace of its own (so the mount ends with the command), or
+    the reason why this machine cannot (no `unshare`, or mounting is not permitted)."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return "the unshare command (util-linux) is missing"
+    user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+    mount = f'mount -t tmpfs -o size={TMPFS_MIB}m,mode=0700 chute-faults "$0" && exec "$@"'
+    prefix = [unshare, *user, "--mount", "--propagation", "private", "--", "sh", "-c", mount]
+    probe = subprocess.run([*prefix, folder, "true"], capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        return f"cannot mount a tmpfs in a private mount namespace: {probe.stderr.strip()}"
+    return [*prefix, folder]
+
+
+def run_shm_full(seeds: list[int], folder: str) -> list[dict[str, Any]] | str:
+    """Scenario 8: `shm_full_run.py` for `seeds` with `CHUTE_SHM_DIR` on a private,
+    nearly full tmpfs at `folder`; one dict per seed (see that script), or the reason
+    why no tmpfs can be mounted here."""
+    prefix = private_tmpfs(folder)
+    if isinstance(prefix, str):
+        return prefix
+    done = subprocess.run(
+        [*prefix, sys.executable, str(SHM_FULL_SCRIPT), *map(str, seeds)],
+        capture_output=True,
+        text=True,
+        timeout=60 + 30 * len(seeds),
+        env={**os.environ, "CHUTE_SHM_DIR": folder},
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"shm_full_run.py exited with {done.returncode}:\n{done.stderr}")
+    return [json.loads(line) for line in done.stdout.splitlines()]

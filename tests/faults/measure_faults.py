@@ -11,6 +11,14 @@ fault that were not yielded before the error, the elements lost or repeated when
 stream is resumed from `get_state()` after the error (in a pipeline without the fault),
 and the chute segments left in `/dev/shm`. It is a measurement, not a test: it exits 0
 whatever it finds.
+
+Scenario 6 (Ctrl-C caught in `next()`, then reading on) times the SIGINT to the
+`KeyboardInterrupt`, and counts what the same iterator then lost or repeated. Scenario 8
+(`/dev/shm` nearly full) runs in a private 64 MiB tmpfs (it needs root, or user
+namespaces) and times the last element received to the error; "not yielded" there is
+the elements of the chunks before the failing one that did not come. For both, a second
+table gives the seconds until the workers were gone: after the program's exit (6), after
+`close()` (8).
 """
 
 from __future__ import annotations
@@ -139,6 +147,55 @@ def million(seed: int) -> dict[str, Any]:
     }
 
 
+def caught_ctrl_c(seed: int) -> dict[str, Any]:
+    result = fs.run_caught_ctrl_c(seed)
+    got = result.get("got", [])
+    interrupted = result.get("interrupted_s") is not None
+    outcome = fs.Outcome(
+        got=got,
+        error=KeyboardInterrupt() if interrupted else None,
+        seconds=result["interrupted_s"] if interrupted else float("nan"),
+        fault_at=result["stuck"],
+        workers=result.get("workers", []),
+        leftovers=result["leftovers"],
+    )
+    lost, repeated = _lost_and_repeated(list(range(100)), got)
+    return {
+        "outcome": outcome,
+        "ok": result["returncode"] == 0 and interrupted and result["same_state"],
+        "wrong": sum(g != k for k, g in enumerate(got)),
+        "not_yielded": None,
+        "lost": lost + repeated,
+        "gone_s": result["workers_gone_s"],
+    }
+
+
+def shm_full(seed: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as folder:
+        found = fs.run_shm_full([seed], folder)
+    if isinstance(found, str):
+        raise SystemExit(f"scenario 8 cannot run here: {found}")
+    (result,) = found
+    named = "MiB free and this needs" in result["message"]
+    outcome = fs.Outcome(
+        got=list(range(result["got"])),
+        error=chute.SharedMemoryError(result["message"]) if result["error_type"] else None,
+        seconds=result["error_s"],
+        fault_at=result["failed_chunk_start"],
+        workers=result["workers"],
+        leftovers=result["leftovers"],
+    )
+    space_back = abs(result["free_after_close_mib"] - result["free_before_mib"]) < 0.1
+    return {
+        "outcome": outcome,
+        "ok": result["error_type"] == "SharedMemoryError" and named and space_back,
+        "wrong": result["wrong"] + int(not result["in_order"]),
+        "not_yielded": result["failed_chunk_start"] - result["got"],
+        "lost": None,
+        "gone_s": result["workers_gone_s"],
+    }
+
+
 SCENARIOS: list[tuple[str, str, str, Callable[[int], dict[str, Any]]]] = [
     (
         "1a. worker SIGKILLed, batch before mp_prefetch",
@@ -171,6 +228,18 @@ SCENARIOS: list[tuple[str, str, str, Callable[[int], dict[str, Any]]]] = [
         "the ValueError, stage and position",
         "≤ 10 s",
         million,
+    ),
+    (
+        "6. Ctrl-C caught in next(), the same iterator goes on",
+        "KeyboardInterrupt, then the full stream",
+        "≤ 10 s",
+        caught_ctrl_c,
+    ),
+    (
+        "8. /dev/shm nearly full (64 MiB tmpfs), 1-2 MiB arrays",
+        "SharedMemoryError naming free and needed space",
+        "≤ 10 s",
+        shm_full,
     ),
 ]
 
@@ -258,6 +327,7 @@ def main() -> None:
         "| lost or repeated after resume | segments left |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
+    processes: list[str] = []
     for name, expected, bound, run in SCENARIOS:
         rows = [run(seed) for seed in SEEDS]
         outcomes = [row["outcome"] for row in rows]
@@ -277,7 +347,12 @@ def main() -> None:
             f"| {'n/a' if None in lost else sum(lost)} "
             f"| {sum(len(o.leftovers) for o in outcomes)} |"
         )
+        if "gone_s" in rows[0]:
+            gone = [row["gone_s"] for row in rows]
+            processes.append(f"| {name} | {statistics.median(gone):.2f} ({max(gone):.2f}) |")
     print("\nColumns other than the time sum over the 5 seeds; 'not yielded' is a range.")
+    print("\n| scenario | workers gone in s, median (max) |\n|---|---|")
+    print("\n".join(processes))
     budget_table()
 
 

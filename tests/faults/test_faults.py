@@ -7,11 +7,11 @@ fault hits) and bounds the time from the fault to the error (generous bounds for
 loaded 2-core machine: they catch hangs, not slowness). `measure_faults.py` runs the
 same scenarios (from `fault_scenarios.py`) and prints the measured figures.
 
-Covered elsewhere, not repeated here: Ctrl-C, a killed parent, a long run and
-`close()` of a stuck pipeline (`packages/chute-execution/tests/test_mp_faults.py`), a
-full `/dev/shm` (`test_transport.py`), truncated and corrupt files opened afresh
-(`packages/chute-sources/tests/`, `test_fuzz_readers.py`), and the soak run
-(`tests/soak/soak.py`).
+Covered elsewhere, not repeated here: Ctrl-C, a long run and `close()` of a stuck
+pipeline (`packages/chute-execution/tests/test_mp_faults.py`), a killed parent
+(`test_mp_killed_parent.py` there), a nearly full `/dev/shm` (`test_shm_full_faults.py`),
+truncated and corrupt files opened afresh (`packages/chute-sources/tests/`,
+`test_fuzz_readers.py`), and the soak run (`tests/soak/soak.py`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import random
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -44,6 +42,7 @@ DIED_BOUND = 5.0  # Seconds from a worker's death to WorkerDiedError.
 TIMEOUT = 2.0  # worker_timeout of the hang scenario.
 HANG_BOUND = TIMEOUT + 3.0  # Seconds from the consumer starting to wait to the error.
 DATA_BOUND = 10.0  # Seconds from a data fault (truncation, bad record) to the error.
+CTRL_C_BOUND = 10.0  # Seconds from SIGINT to KeyboardInterrupt in next(): a bound for hangs.
 
 _STAGE_NOTE = re.compile(r"chute: raised by (.+?) on the element at (?:position|index) (\d+)")
 
@@ -227,55 +226,20 @@ def test_after_one_bad_element_the_stream_resumes_from_get_state_with_nothing_lo
 
 # --- 6. Ctrl-C at a seeded place (the rest: test_mp_faults.py) ------------------------
 
-_CTRL_C = """
-import json, multiprocessing, os, signal, threading
-import chute
-from chute_execution.testing import SleepAt
-
-stuck = {stuck}
-ds = (
-    chute.MapDataset.range(100)
-    .to_iter_dataset()
-    .map(SleepAt(stuck, seconds=2.0))
-    .mp_prefetch(chute.MultiprocessingOptions(num_workers=2), chunk_size=10)
-)
-it = iter(ds)
-got = [next(it) for _ in range(stuck // 10 * 10)]
-workers = [p.pid for p in multiprocessing.active_children()]
-state = it.get_state()
-threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
-try:
-    got.extend(next(it) for _ in range(stuck % 10 + 1))
-    interrupted = False
-except KeyboardInterrupt:
-    interrupted = True
-same_state = it.get_state() == state
-got.extend(it)
-print(json.dumps({{"pid": os.getpid(), "workers": workers, "interrupted": interrupted,
-                  "same_state": same_state, "got": got}}))
-"""
-
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_caught_ctrl_c_at_a_seeded_place_leaves_the_stream_unchanged(seed):
     # Ctrl-C interrupts next() while worker (stuck // 10) % 2 sleeps on element `stuck`;
     # the user catches it and goes on: nothing lost, nothing repeated, nothing left.
-    stuck = random.Random(seed).randrange(20, 100)
-    done = subprocess.run(
-        [sys.executable, "-c", _CTRL_C.format(stuck=stuck)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = fs.run_caught_ctrl_c(seed)
+    assert result["returncode"] == 0, result["stderr"]
     assert len(result["workers"]) == 2
-    assert result["interrupted"], "Ctrl-C came too late to interrupt next()"
+    assert result["interrupted_s"] is not None, "Ctrl-C came too late to interrupt next()"
+    assert result["interrupted_s"] <= CTRL_C_BOUND
     assert result["same_state"]
     assert result["got"] == list(range(100))
-    owners = [result["pid"], *result["workers"]]
-    assert fs.wait_until(lambda: not any(map(fs.alive, result["workers"])))
-    assert fs.wait_until(lambda: not fs.segments(owners)), fs.segments(owners)
+    assert result["workers_gone"], "workers still run after the program exited"
+    assert result["leftovers"] == []
 
 
 # --- 7. security ---------------------------------------------------------------------

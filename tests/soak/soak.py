@@ -5,10 +5,10 @@ Not part of the default test run (it takes minutes). Run it as
     uv run python tests/soak/soak.py --minutes 10
 
 Every `--every` seconds it samples the resident memory of this process and of every
-process below it (the fork server and the workers) and the bytes chute holds in
-`/dev/shm`, then prints one line. After a warm-up of a fifth of the run, it checks that
-neither grew by more than the bound (`--rss-bound-mib`, `--shm-bound-mib`) and exits 1 if
-one did, 0 otherwise.
+process below it (the fork server and the workers) and the bytes their chute segments
+hold in `/dev/shm`, then prints one line. After a warm-up of a fifth of the run, it
+checks that neither grew by more than the bound (`--rss-bound-mib`, `--shm-bound-mib`)
+and exits 1 if one did, 0 otherwise.
 """
 
 from __future__ import annotations
@@ -68,12 +68,21 @@ def rss_mib(pids: list[int]) -> float:
     return total / 1024
 
 
-def shm_mib() -> float:
+def shm_mib(pids: list[int]) -> float:
+    """MiB of the chute segments in the shared-memory folder that `pids` made.
+
+    Only theirs: other chute programs on the machine (tests of other checkouts) have
+    their own segments there, which come and go.
+    """
+    from chute_sources._shm import SHM_PREFIX, shm_dir
+
+    owners = {str(pid) for pid in pids}
+    folder = shm_dir()
     total = 0
-    for name in os.listdir("/dev/shm"):
-        if name.startswith("chute-"):
+    for name in os.listdir(folder):
+        if name.startswith(SHM_PREFIX) and name[len(SHM_PREFIX) :].split("-")[0] in owners:
             try:
-                total += os.stat(os.path.join("/dev/shm", name)).st_blocks * 512
+                total += os.stat(folder / name).st_blocks * 512
             except OSError:
                 continue
     return total / 2**20
@@ -110,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         elements += len(batch["label"])
         now = time.monotonic()
         if now >= next_sample:
-            sample = (now - started, rss_mib(descendants(os.getpid())), shm_mib())
+            pids = descendants(os.getpid())
+            sample = (now - started, rss_mib(pids), shm_mib(pids))
             samples.append(sample)
             print(f"{sample[0]:7.0f} {elements:9d} {sample[1]:10.1f} {sample[2]:8.1f}", flush=True)
             next_sample = now + args.every

@@ -1,4 +1,5 @@
-"""Worker processes under faults: Ctrl-C, a killed parent, a long run, a stuck worker.
+"""Worker processes under faults: Ctrl-C, a long run, a stuck worker (a killed parent:
+`test_mp_killed_parent.py`).
 
 Promise 4 (DESIGN.md): nothing leaks, nothing hangs. Each test bounds its outcome
 with a generous time limit (never a speed check) and checks `/dev/shm` for segments
@@ -10,16 +11,14 @@ subprocess, which is signalled from here.
 from __future__ import annotations
 
 import gc
+import importlib.util
 import json
-import multiprocessing
 import os
-import select
 import signal
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import pytest
 
@@ -28,180 +27,19 @@ from chute_execution import MultiprocessingOptions
 from chute_execution._transport_writer import DEFAULT_SLAB_SIZE
 from chute_execution.testing import FullArray, SleepAt
 from chute_sources import ChuteError
-from chute_sources._shm import SHM_PREFIX, reclaim_orphaned_segments, shm_dir
+from chute_sources._shm import SHM_PREFIX
 
-BOUND = 10.0  # Seconds within which each outcome must happen; generous, not a speed check.
-STARTUP = 60.0  # Seconds a subprocess may take to import chute and start its workers.
-
-
-# --- helpers ------------------------------------------------------------------------
-
-
-def _wait_until(condition: Callable[[], bool], seconds: float = BOUND) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie, dead but not yet reaped, does not count)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
-def _segments(pids: Iterable[int]) -> dict[str, int]:
-    """The chute segments in /dev/shm owned by `pids`, with their sizes in bytes."""
-    owners = {str(pid) for pid in pids}
-    found: dict[str, int] = {}
-    folder = shm_dir()
-    for name in os.listdir(folder):
-        if name.startswith(SHM_PREFIX) and name[len(SHM_PREFIX) :].split("-")[0] in owners:
-            try:
-                found[name] = os.stat(folder / name).st_size
-            except FileNotFoundError:
-                pass  # Unlinked meanwhile.
-    return found
-
-
-def _children() -> set[int]:
-    return {p.pid for p in multiprocessing.active_children() if p.pid is not None}
-
-
-def _rss() -> int:
-    """This process's resident memory in bytes."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _kill_survivors(pids: Iterable[int]) -> None:
-    """Clean-up after a failed test: SIGKILLs what still runs of `pids`."""
-    for pid in pids:
-        if _alive(pid):
-            os.kill(pid, signal.SIGKILL)
-
-
-def _report(test: str, **figures: object) -> None:
-    """Prints measured figures (shown with `pytest -s`)."""
-    print(f"\n[{test}] " + ", ".join(f"{k}={v}" for k, v in figures.items()))
-
-
-_PRELUDE = """
-import json, multiprocessing, os, signal, sys, threading, time
-from multiprocessing import forkserver
-import chute
-from chute_execution.testing import FullArray, SleepAt
-
-def announce():
-    print(json.dumps({
-        "pid": os.getpid(),
-        "workers": [p.pid for p in multiprocessing.active_children()],
-        "forkserver": getattr(forkserver._forkserver, "_forkserver_pid", None),
-    }), flush=True)
-"""
-
-_ITERATE = """
-ds = (
-    chute.MapDataset.range(1_000_000)
-    .to_iter_dataset()
-    .map(SleepAt({stuck_at}, seconds=3600))
-    .map(FullArray({size}))
-    .mp_prefetch(chute.MultiprocessingOptions(num_workers=2), chunk_size={chunk})
+_spec = importlib.util.spec_from_file_location(
+    "consumer_process", Path(__file__).with_name("consumer_process.py")
 )
-it = iter(ds)
-next(it)
-announce()
-for _ in it:
-    time.sleep({pause})
-"""
+assert _spec is not None and _spec.loader is not None
+cp = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("consumer_process", cp)
+_spec.loader.exec_module(cp)
 
-
-class _Consumer:
-    """A subprocess running `script` after `_PRELUDE`; it calls `announce()` once its
-    workers run, which prints its pid, its workers' pids and its fork server's."""
-
-    def __init__(self, script: str, new_session: bool = False) -> None:
-        self._pending = b""
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", _PRELUDE + script],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=new_session,
-        )
-        info = json.loads(self.line())
-        self.pid: int = info["pid"]
-        self.workers: list[int] = info["workers"]
-        self.forkserver: int | None = info["forkserver"]
-        assert self.pid == self.process.pid
-        assert len(self.workers) == 2, info
-
-    @classmethod
-    def iterating(
-        cls, size: int, chunk: int, pause: float, stuck_at: int = -1, new_session: bool = False
-    ) -> _Consumer:
-        """Iterates `FullArray(size)` elements slowly; element `stuck_at` never comes."""
-        script = _ITERATE.format(size=size, chunk=chunk, pause=pause, stuck_at=stuck_at)
-        return cls(script, new_session)
-
-    @property
-    def processes(self) -> list[int]:
-        """The workers and the fork server: what must not outlive the consumer."""
-        return [*self.workers, *([self.forkserver] if self.forkserver else [])]
-
-    def line(self) -> str:
-        """The next line the subprocess prints (it has STARTUP seconds)."""
-        assert self.process.stdout is not None
-        fd = self.process.stdout.fileno()
-        deadline = time.monotonic() + STARTUP
-        while b"\n" not in self._pending:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([fd], [], [], max(left, 0))
-            data = os.read(fd, 4096) if ready else b""
-            if not data:
-                self.process.kill()
-                _, err = self.process.communicate(timeout=BOUND)
-                raise AssertionError(f"the consumer printed no line; stderr:\n{err.decode()}")
-            self._pending += data
-        line, self._pending = self._pending.split(b"\n", 1)
-        return line.decode()
-
-    def wait_for_segments(self, per_worker: int = 1) -> dict[str, int]:
-        """Waits until every worker holds `per_worker` segments (its results in flight)."""
-
-        def held() -> bool:
-            names = _segments(self.workers)
-            return all(
-                sum(name.startswith(f"{SHM_PREFIX}{pid}-") for name in names) >= per_worker
-                for pid in self.workers
-            )
-
-        assert _wait_until(held), f"the workers made no shared memory: {_segments(self.workers)}"
-        return _segments(self.workers)
-
-    def output_after_exit(self) -> tuple[str, str]:
-        """What the subprocess printed after its first line, and its stderr."""
-        out, err = self.process.communicate(timeout=BOUND)
-        return (self._pending + out).decode(errors="replace"), err.decode(errors="replace")
-
-    def kill(self) -> None:
-        """Clean-up: the subprocess, its session if it has one, and its workers."""
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(BOUND)
-        survivors = [pid for pid in self.processes if _alive(pid)]
-        for pid in survivors:
-            os.kill(pid, signal.SIGKILL)
-        if survivors:  # Their slabs are orphans now: reclaim them once they are reaped.
-            _wait_until(lambda: not any(map(_alive, survivors)))
-            _wait_until(lambda: not (reclaim_orphaned_segments() or _segments(survivors)))
-        for stream in (self.process.stdout, self.process.stderr):
-            if stream is not None:
-                stream.close()
+BOUND, STARTUP = cp.BOUND, cp.STARTUP
+_alive, _children, _segments, _wait_until = cp.alive, cp.children, cp.segments, cp.wait_until
+_kill_survivors, _report, _rss, _Consumer = cp.kill_survivors, cp.report, cp.rss, cp.Consumer
 
 
 # --- 1. Ctrl-C -----------------------------------------------------------------------
@@ -303,50 +141,6 @@ def test_iteration_continues_exactly_after_a_caught_ctrl_c():
         assert result["got"] == list(range(100))
         assert _wait_until(lambda: not any(map(_alive, consumer.processes)))
         assert _segments([consumer.pid, *consumer.workers]) == {}
-    finally:
-        consumer.kill()
-
-
-# --- 2. the parent killed ------------------------------------------------------------
-
-
-@pytest.mark.parametrize("workers", ["waiting for the consumer", "one stuck in user code"])
-def test_a_killed_parent_lets_its_workers_exit_and_leaves_no_shared_memory(workers):
-    # 8 MiB elements, two per chunk: each worker fills its slabs and waits for the
-    # consumer to release one, which it never will (the consumer sleeps, then dies).
-    # Or worker 0 is inside the user's function (element 4, chunk 2) for an hour; it
-    # holds the slab of chunk 0 meanwhile.
-    stuck_at = 4 if workers == "one stuck in user code" else -1
-    consumer = _Consumer.iterating(size=2**20, chunk=2, pause=30.0, stuck_at=stuck_at)
-    try:
-        held = consumer.wait_for_segments()
-        held_bytes = sum(held.values())
-        start = time.monotonic()
-        os.kill(consumer.pid, signal.SIGKILL)
-        assert consumer.process.wait(BOUND) == -signal.SIGKILL
-        assert _wait_until(lambda: not any(map(_alive, consumer.processes))), (
-            f"still running {BOUND} s after the parent was killed: workers "
-            f"{[pid for pid in consumer.workers if _alive(pid)]} of {consumer.workers}, "
-            f"fork server {consumer.forkserver if _alive(consumer.forkserver or 0) else None}"
-        )
-        gone_seconds = time.monotonic() - start
-        owners = [consumer.pid, *consumer.workers]
-        left_by_workers = _segments(owners)  # Each worker unlinks its slabs as it exits.
-        # A segment is reclaimable once its owner is reaped (a zombie still has a start
-        # time); the orphans are reaped by init, so give that a moment.
-        _wait_until(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in consumer.workers))
-        reclaimed = reclaim_orphaned_segments()  # What the next chute process does.
-        left = _segments(owners)
-        assert left == {}, f"left in /dev/shm after the parent was killed: {sorted(left)}"
-        _report(
-            f"parent SIGKILLed, workers {workers}",
-            segments_held=len(held),
-            MiB_held=held_bytes // 2**20,
-            workers_gone_s=f"{gone_seconds:.2f}",
-            left_before_reclaim=len(left_by_workers),
-            reclaimed_of_these=len([n for n in reclaimed if n in left_by_workers]),
-            leftovers=len(left),
-        )
     finally:
         consumer.kill()
 

@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chute_sources import SharedMemoryError, SharedMemorySource, SourceClosedError, read_records
-from chute_sources._shm import SHM_PREFIX, reclaim_orphaned_segments, shm_dir
+from chute_sources._shm import (
+    SHM_PREFIX,
+    _start_time,
+    create_segment_file,
+    reclaim_orphaned_segments,
+    remove_own_segments,
+    shm_dir,
+)
 from chute_sources.testing import assert_trees_equal
 
 
@@ -148,3 +155,39 @@ def test_a_full_shared_memory_folder_gives_a_clear_error_and_no_leftovers():
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("ERROR cannot write shared memory")
     assert "MiB free and this needs" in result.stdout
+
+
+def test_chute_shm_dir_chooses_the_folder_of_shared_memory(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHUTE_SHM_DIR", str(tmp_path))
+    assert shm_dir() == tmp_path
+    source = SharedMemorySource(["a", "b"])
+    try:
+        (name,) = os.listdir(tmp_path)
+        assert name == source.name and name.startswith(f"{SHM_PREFIX}{os.getpid()}-")
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o600
+        assert list(source) == ["a", "b"]
+    finally:
+        source.close()
+    assert os.listdir(tmp_path) == []
+    monkeypatch.delenv("CHUTE_SHM_DIR")
+    assert shm_dir() != tmp_path
+
+
+@pytest.mark.parametrize("value", ["missing", "a-file"])
+def test_a_chute_shm_dir_that_is_no_writable_folder_is_a_clear_error(value, tmp_path, monkeypatch):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("CHUTE_SHM_DIR", str(tmp_path / value))
+    with pytest.raises(SharedMemoryError, match=r"CHUTE_SHM_DIR='.*' is not a writable folder"):
+        SharedMemorySource(["a"])
+
+
+def test_remove_own_segments_unlinks_this_processes_segments_only(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHUTE_SHM_DIR", str(tmp_path))
+    path, fd = create_segment_file("slab")
+    os.close(fd)
+    # Another live process's segment (pid 1, its own start time) and a foreign file.
+    other = tmp_path / f"{SHM_PREFIX}1-{_start_time(1)}-slab-0123456789ab"
+    other.touch()
+    (tmp_path / "not-chute").touch()
+    assert remove_own_segments() == [path.name]
+    assert sorted(os.listdir(tmp_path)) == sorted([other.name, "not-chute"])

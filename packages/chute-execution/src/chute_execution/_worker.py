@@ -26,6 +26,8 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from chute_sources._shm import remove_own_segments
+
 from ._transport_writer import SlabWriter
 
 __all__ = ["WorkerFailure", "worker_main"]
@@ -57,12 +59,16 @@ class WorkerFailure:
         return error
 
 
-def _watch_parent(writer: SlabWriter) -> None:
+def _watch_parent(writer: SlabWriter, exiting: threading.Lock) -> None:
     """Exits this worker as soon as the consumer dies, even mid-way through user code.
 
     Between chunks a worker notices a closed connection by itself; a worker stuck in
     a long transform would not, and would keep its shared memory. This thread waits on
-    the parent's sentinel, frees the slabs and exits.
+    the parent's sentinel, frees the slabs and exits. It takes `exiting` for good first,
+    and the main thread takes it to close the writer: so neither thread ends the
+    process while the other is half-way through unlinking. It also unlinks any other
+    segment of this process (one the main thread was creating meanwhile), so nothing is
+    left for the next chute process to reclaim.
     """
     parent = multiprocessing.parent_process()
     if parent is None:
@@ -70,8 +76,10 @@ def _watch_parent(writer: SlabWriter) -> None:
 
     def watch() -> None:
         multiprocessing.connection.wait([parent.sentinel])
+        exiting.acquire()  # Never released: this thread ends the process.
         try:
             writer.close()
+            remove_own_segments()
         finally:
             os._exit(1)
 
@@ -163,7 +171,8 @@ def worker_main(
                 raise BrokenPipeError("the consumer asked to stop")
 
     writer = SlabWriter(num_slabs, wait_for_release=wait_for_release)
-    _watch_parent(writer)
+    exiting = threading.Lock()
+    _watch_parent(writer, exiting)
     try:
         while not stop:
             if not tasks:
@@ -185,6 +194,7 @@ def worker_main(
             except (EOFError, OSError):
                 break
     finally:
-        writer.close()
-        connection.close()
-        sys.stdout.flush()
+        with exiting:  # Waits (for good) if the parent watch is ending the process.
+            writer.close()
+            connection.close()
+            sys.stdout.flush()

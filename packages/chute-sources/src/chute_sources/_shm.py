@@ -1,11 +1,11 @@
 """Named shared-memory files that nothing leaks: owner-only, reclaimed after a crash.
 
-A segment is a file in `/dev/shm` (or the temp folder where there is none) named
-`chute-<pid>-<start time>-<token>`. The process that creates it owns it and unlinks it
-on close, at garbage collection and at interpreter exit. When a process dies without
-cleaning up (SIGKILL, power cut of the container), the next chute process that creates
-a segment reclaims it: the name says which process owned it, and `/proc` says whether
-that process still lives.
+A segment is a file in `/dev/shm` (or the folder `$CHUTE_SHM_DIR` names, or the temp
+folder where there is no `/dev/shm`) named `chute-<pid>-<start time>-<token>`. The
+process that creates it owns it and unlinks it on close, at garbage collection and at
+interpreter exit. When a process dies without cleaning up (SIGKILL, power cut of the
+container), the next chute process that creates a segment reclaims it: the name says
+which process owned it, and `/proc` says whether that process still lives.
 """
 
 from __future__ import annotations
@@ -20,18 +20,39 @@ from pathlib import Path
 from ._errors import SharedMemoryError
 
 __all__ = [
+    "SHM_DIR_ENV",
     "SHM_PREFIX",
     "create_segment_file",
     "no_space_error",
     "reclaim_orphaned_segments",
+    "remove_own_segments",
     "shm_dir",
 ]
 
 SHM_PREFIX = "chute-"
+SHM_DIR_ENV = "CHUTE_SHM_DIR"
+"""The environment variable that chooses another folder for shared memory."""
 
 
 def shm_dir() -> Path:
-    """The folder that holds shared-memory files: `/dev/shm`, or the temp folder."""
+    """The folder that holds shared-memory files.
+
+    `$CHUTE_SHM_DIR` if set (e.g. a larger tmpfs where `/dev/shm` is small, or a small
+    one to test a full `/dev/shm`), else `/dev/shm`, else the temp folder. Set it before
+    the first worker starts: workers and your process must agree on it.
+
+    Raises:
+        SharedMemoryError: `$CHUTE_SHM_DIR` is set but names no writable folder.
+    """
+    chosen = os.environ.get(SHM_DIR_ENV)
+    if chosen:
+        folder = Path(chosen)
+        if not (folder.is_dir() and os.access(folder, os.W_OK)):
+            raise SharedMemoryError(
+                f"{SHM_DIR_ENV}={chosen!r} is not a writable folder; set it to an existing "
+                "folder on a tmpfs (memory, like /dev/shm), or unset it to use /dev/shm."
+            )
+        return folder
     dev_shm = Path("/dev/shm")
     if dev_shm.is_dir() and os.access(dev_shm, os.W_OK):
         return dev_shm
@@ -81,6 +102,28 @@ def reclaim_orphaned_segments(folder: Path | None = None) -> list[str]:
                 removed.append(name)
             except OSError:
                 pass
+    return removed
+
+
+def remove_own_segments(folder: Path | None = None) -> list[str]:
+    """Unlinks every segment this process made; returns their names.
+
+    For a process about to end abruptly (`os._exit`), whose objects will not get to
+    unlink theirs: it leaves nothing for the next chute process to reclaim.
+    """
+    folder = folder or shm_dir()
+    mine = f"{SHM_PREFIX}{_owner_tag()}-"
+    removed: list[str] = []
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(mine)]
+    except OSError:
+        return removed
+    for name in names:
+        try:
+            os.unlink(folder / name)
+            removed.append(name)
+        except OSError:
+            pass
     return removed
 
 

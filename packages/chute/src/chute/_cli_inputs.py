@@ -13,6 +13,7 @@ import io
 import json
 import mmap
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -143,6 +144,12 @@ class JsonLinesSource:
             except (ValueError, UnicodeDecodeError) as error:
                 line = int(self._lines[index])
                 data_error(f"{self.path!r} line {line} is not valid JSON: {error}")
+            except RecursionError:
+                line = int(self._lines[index])
+                data_error(
+                    f"{self.path!r} line {line} nests arrays or objects too deeply to decode "
+                    f"(deeper than Python's recursion limit, {sys.getrecursionlimit()})"
+                )
         return out
 
 
@@ -180,6 +187,7 @@ class ImageFolderSource:
             walk = os.walk(os.path.join(root, name), onerror=_raise, followlinks=True)
             for folder, subfolders, files in walk:
                 subfolders.sort()
+                _refuse_loops(folder, subfolders)
                 rel = os.path.relpath(folder, root).replace(os.sep, "/")
                 found.extend(f"{rel}/{f}" for f in sorted(files) if _is_image_name(f))
             if not found:
@@ -203,6 +211,25 @@ class ImageFolderSource:
                 _check_image(os.path.join(self.root, path), data)
             out.append({"image": data, "label": label, "path": path})
         return out
+
+
+def _refuse_loops(folder: str, subfolders: list[str]) -> None:
+    """Refuses a subfolder that is a symbolic link to `folder` or to a folder above it.
+
+    Following it (as `os.walk(followlinks=True)` does) would list the same images again
+    and again, under the wrong class, until the path is too long to resolve.
+    """
+    here = os.path.realpath(folder)
+    for name in subfolders:
+        path = os.path.join(folder, name)
+        if not os.path.islink(path):
+            continue
+        target = os.path.realpath(path)
+        if here == target or here.startswith(target.rstrip(os.sep) + os.sep):
+            data_error(
+                f"{path!r} is a symbolic link to {target!r}, which holds it: following it "
+                "would loop; remove the link or point it elsewhere"
+            )
 
 
 def _is_image_name(name: str) -> bool:
