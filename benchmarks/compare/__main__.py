@@ -88,6 +88,8 @@ def ensure_torch(python: str | None) -> str | None:
     candidate = os.path.join(TORCH_VENV, "bin", "python")
     if not os.path.exists(candidate):
         print("creating the PyTorch environment (once) ...", file=sys.stderr)
+        if os.path.islink(TORCH_VENV):  # A link to an environment that is gone.
+            os.unlink(TORCH_VENV)
         subprocess.run([sys.executable, "-m", "venv", TORCH_VENV], check=True)
         subprocess.run(
             [candidate, "-m", "pip", "install", "-q", "torch==2.13.0", "numpy", "array-record"],
