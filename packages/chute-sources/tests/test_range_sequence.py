@@ -104,3 +104,20 @@ def test_closed_sources_refuse_reads_and_context_manager_closes():
         assert source[0] == 0
     with pytest.raises(SourceClosedError, match="was closed"):
         source[0]
+
+
+@given(
+    start=st.integers(-(2**40), 2**40),
+    length=st.integers(0, 50),
+    step=st.integers(-(2**20), 2**20).filter(bool),
+    data=st.data(),
+)
+def test_batched_range_reads_equal_single_reads_also_past_int64(start, length, step, data):
+    for offset in (0, 2**63):  # Vectorised below 2**31, element by element above.
+        source = RangeSource(start + offset, start + offset + length * step, step)
+        n = len(source)
+        if n == 0:
+            continue
+        keys = data.draw(st.lists(st.integers(-n, n - 1), max_size=20))
+        assert source.__getitems__(keys) == [source[k] for k in keys]
+        assert all(type(value) is int for value in source.__getitems__(keys))

@@ -47,6 +47,10 @@ class Source(abc.ABC, Generic[T]):
     def _read_many(self, indices: Sequence[int]) -> list[T]:
         return [self._read(index) for index in indices]
 
+    def _read_array(self, indices: npt.NDArray[np.int64]) -> list[T]:
+        """Records at checked indices given as an array; by default `_read_many` of a list."""
+        return self._read_many(indices.tolist())
+
     def _params(self) -> dict[str, Any]:
         """The parameters shown by `repr`."""
         return {}
@@ -65,8 +69,7 @@ class Source(abc.ABC, Generic[T]):
         self, record_keys: Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]]
     ) -> list[T]:
         self._check_open()
-        indices = normalize_keys(record_keys, len(self), self)
-        return self._read_many(indices.tolist())
+        return self._read_array(normalize_keys(record_keys, len(self), self))
 
     def close(self) -> None:
         """Releases file handles and memory; reads afterwards raise `SourceClosedError`."""

@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from ._base import Source
+
+_VECTOR_LIMIT = 2**31
+"""Ranges whose bounds stay below this are read with NumPy (int64 cannot overflow)."""
 
 __all__ = ["RangeSource"]
 
@@ -56,6 +62,13 @@ class RangeSource(Source[int]):
     def _read_many(self, indices: Sequence[int]) -> list[int]:
         r = self._range
         return [r[i] for i in indices]
+
+    def _read_array(self, indices: npt.NDArray[np.int64]) -> list[int]:
+        r = self._range
+        if max(abs(r.start), abs(r.stop), abs(r.step)) < _VECTOR_LIMIT:  # No int64 overflow.
+            values: list[int] = (indices * r.step + r.start).tolist()
+            return values
+        return self._read_many(indices.tolist())
 
     def _params(self) -> dict[str, Any]:
         return {"start": self.start, "stop": self.stop, "step": self.step}

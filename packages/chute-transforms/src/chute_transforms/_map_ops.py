@@ -9,6 +9,7 @@ and the element's position.
 
 from __future__ import annotations
 
+import operator
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -121,20 +122,17 @@ class MapMap(_ElementOp[U]):
 
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[U]:
         fn = self._fn
-        out: list[U] = []
         elements = fetch(self._parent, positions, epochs)  # Read errors are not this op's.
-        append = out.append
+        remaining = iter(elements)
         try:
             if self._parent_may_drop:
-                for element in elements:
-                    append(DROPPED if element is DROPPED else fn(element))
-            else:  # The hot path: no element can be DROPPED.
-                for element in elements:
-                    append(fn(element))
+                return [DROPPED if e is DROPPED else fn(e) for e in remaining]
+            return [fn(e) for e in remaining]  # The hot path: no element can be DROPPED.
         except Exception as error:
-            self._fail(error, positions, len(out))
+            # The iterator says how many elements it handed out: the last one failed.
+            done = len(elements) - operator.length_hint(remaining) - 1
+            self._fail(error, positions, done)
             raise
-        return out
 
 
 class MapWithIndexMap(_ElementOp[U]):

@@ -179,8 +179,11 @@ class BatchMap(_ElementOp[Any]):
         elements = fetch(self._parent, flat, np.repeat(epochs, lengths)) if flat.size else []
         out: list[Any] = []
         offset = 0
+        dropping = self._parent_may_drop
         for batch_number, length in enumerate(lengths.tolist()):
-            chunk = [e for e in elements[offset : offset + length] if e is not DROPPED]
+            chunk = elements[offset : offset + length]
+            if dropping:
+                chunk = [e for e in chunk if e is not DROPPED]
             offset += length
             try:
                 if chunk:
