@@ -31,6 +31,9 @@ import struct
 import sys
 import zlib
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fuzz_readers_run import mutate as mutate_bytes
+
 JSONL_LINES = 40
 IMAGES_PER_CLASS = 3
 
@@ -79,25 +82,6 @@ def write_valid(kind: str, folder: str, rng: random.Random) -> str:
             with open(os.path.join(root, label, name), "wb") as file:
                 file.write(data)
     return root
-
-
-def mutate_bytes(data: bytes, rng: random.Random) -> bytes:
-    out = bytearray(data)
-    how = rng.choice(["flip", "overwrite", "truncate", "zero-tail"])
-    if how == "flip":
-        for _ in range(rng.randint(1, 8)):
-            i = rng.randrange(len(out))
-            out[i] ^= 1 << rng.randrange(8)
-    elif how == "overwrite":
-        start = rng.randrange(len(out))
-        length = rng.randint(1, 64)
-        out[start : start + length] = bytes(rng.randrange(256) for _ in range(length))
-    elif how == "truncate":
-        del out[rng.randrange(1, len(out)) :]
-    else:
-        start = rng.randrange(len(out))
-        out[start:] = bytes(len(out) - start)
-    return bytes(out)
 
 
 _JSONL_LINES = [

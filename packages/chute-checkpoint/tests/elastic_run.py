@@ -14,32 +14,20 @@ its rows of global batch `b`; the state is `b`); `stride` shards with
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from pathlib import Path
 from typing import Any
+
+from chute_device.testing import join_processes, write_result
 
 SAVE_AT = 3
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--process-id", type=int, default=0)
-    parser.add_argument("--num-processes", type=int, default=1)
-    parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--save")
     parser.add_argument("--restore")
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args()
-    os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={8 // args.num_processes}"
+    args = join_processes(parser)
     import jax
-
-    if args.num_processes > 1:
-        jax.distributed.initialize(
-            coordinator_address=f"127.0.0.1:{args.port}",
-            num_processes=args.num_processes,
-            process_id=args.process_id,
-        )
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -50,8 +38,7 @@ def main() -> None:
             result["save"][name] = save(ds, Path(args.save) / name)
         if args.restore:
             result["restore"][name] = restore(ds, Path(args.restore) / name)
-    with open(f"{args.out}.{args.process_id}", "w") as file:
-        json.dump(result, file)
+    write_result(args, result)
 
 
 def pipelines(sharding: Any) -> dict[str, Any]:

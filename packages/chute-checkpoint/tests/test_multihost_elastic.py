@@ -6,49 +6,19 @@ after the other: two processes save; one process runs the same pipelines uninter
 saves, and continues the two-process checkpoint; two processes continue its checkpoint.
 """
 
-import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from chute_device.testing import run_processes
 
 SCRIPT = Path(__file__).with_name("elastic_run.py")
 TIMEOUT = 180  # Seconds for a whole run; a hang fails the test instead of the suite.
 SAVE_AT = 3
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(out: Path, processes: int, *args: str) -> list[dict]:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("XLA_FLAGS", None)  # The script sets its own device count.
-    port = str(free_port())
-    command = [sys.executable, str(SCRIPT), "--num-processes", str(processes), "--port", port]
-    children = [
-        subprocess.Popen(
-            [*command, "--process-id", str(i), "--out", str(out), *args],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for i in range(processes)
-    ]
-    try:
-        outputs = [child.communicate(timeout=TIMEOUT)[0] for child in children]
-    finally:
-        for child in children:
-            child.kill()
-    for child, output in zip(children, outputs, strict=True):
-        assert child.returncode == 0, output[-3000:]
-    return [json.loads(Path(f"{out}.{i}").read_text()) for i in range(processes)]
+    return run_processes(SCRIPT, processes, out, *args, timeout=TIMEOUT)
 
 
 @pytest.fixture(scope="module")

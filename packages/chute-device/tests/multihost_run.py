@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import os
+
+from chute_device.testing import join_processes, write_result
 
 
 def mesh_devices(kind: str, devices: list) -> tuple:
@@ -28,23 +28,11 @@ def mesh_devices(kind: str, devices: list) -> tuple:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--process-id", type=int, default=0)
-    parser.add_argument("--num-processes", type=int, default=1)
-    parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--mesh", default="1d")
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--pipeline", default="global")
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args()
-    os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={8 // args.num_processes}"
+    args = join_processes(parser)
     import jax
-
-    if args.num_processes > 1:
-        jax.distributed.initialize(
-            coordinator_address=f"127.0.0.1:{args.port}",
-            num_processes=args.num_processes,
-            process_id=args.process_id,
-        )
     import numpy as np
     from jax.experimental import multihost_utils
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -94,8 +82,7 @@ def main() -> None:
             dataclasses.astuple(chute.device.shard_options_for_mesh(sharding.mesh, "data"))
         ),
     }
-    with open(f"{args.out}.{args.process_id}", "w") as file:
-        json.dump(result, file)
+    write_result(args, result)
 
 
 def uneven(args: argparse.Namespace, sharding: object) -> None:
@@ -120,8 +107,7 @@ def uneven(args: argparse.Namespace, sharding: object) -> None:
             result["batches"].append(np.asarray(rows).tolist())
     except chute.device.LockstepError as error:
         result["error"] = str(error)
-    with open(f"{args.out}.{args.process_id}", "w") as file:
-        json.dump(result, file)
+    write_result(args, result)
 
 
 if __name__ == "__main__":

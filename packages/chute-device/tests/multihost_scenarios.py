@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from typing import Any
+
+from chute_device.testing import join_processes, write_result
 
 GLOBAL_BATCH = 16
 
@@ -35,21 +36,9 @@ def fail_on_process_one(x: int) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--process-id", type=int, default=0)
-    parser.add_argument("--num-processes", type=int, default=1)
-    parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--data", required=True)
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args()
-    os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={8 // args.num_processes}"
+    args = join_processes(parser)
     import jax
-
-    if args.num_processes > 1:
-        jax.distributed.initialize(
-            coordinator_address=f"127.0.0.1:{args.port}",
-            num_processes=args.num_processes,
-            process_id=args.process_id,
-        )
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
     from multihost_run import mesh_devices  # This script's folder is on sys.path.
 
@@ -70,8 +59,7 @@ def main() -> None:
         result["failing"] = failing(one_d)
         result["after_failing"] = padded(one_d)  # Still in step after the failure.
     result["global_padded"] = global_padded(one_d)
-    with open(f"{args.out}.{args.process_id}", "w") as file:
-        json.dump(result, file)
+    write_result(args, result)
 
 
 def gather(batch: Any) -> Any:

@@ -6,61 +6,20 @@ compares what they yield with the same script run as one process with 8 devices.
 """
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from chute_device.testing import run_processes
 
 SCRIPT = Path(__file__).with_name("multihost_run.py")
 SCENARIOS = Path(__file__).with_name("multihost_scenarios.py")
 TIMEOUT = 180  # Seconds for a whole run; a hang fails the test instead of the suite.
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(tmp_path: Path, processes: int, *args: str, script: Path = SCRIPT) -> list[dict]:
-    out = tmp_path / f"run{processes}"
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("XLA_FLAGS", None)  # The script sets its own device count.
-    port = str(free_port())
-    children = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                str(script),
-                "--num-processes",
-                str(processes),
-                "--process-id",
-                str(i),
-                "--port",
-                port,
-                "--out",
-                str(out),
-                *args,
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for i in range(processes)
-    ]
-    try:
-        outputs = [child.communicate(timeout=TIMEOUT)[0] for child in children]
-    finally:
-        for child in children:
-            child.kill()
-    for child, output in zip(children, outputs, strict=True):
-        assert child.returncode == 0, output[-3000:]
-    return [json.loads(Path(f"{out}.{i}").read_text()) for i in range(processes)]
+    return run_processes(script, processes, tmp_path / f"run{processes}", *args, timeout=TIMEOUT)
 
 
 @pytest.fixture(scope="module")
