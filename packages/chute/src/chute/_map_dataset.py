@@ -47,6 +47,7 @@ from ._pipeline import (
     check_pipeline_seed,
     has_stage,
     render,
+    show_source,
     stage,
     stage_seed,
 )
@@ -113,11 +114,10 @@ class MapDataset(Generic[T]):
                 f"integer), got {type(source).__name__}; for an iterable, use list(...) or a "
                 "chute source."
             )
-        text = repr(source)
-        shown = text if len(text) <= 100 else text[:97] + "..."
         node: RandomAccessDataSource[U] = source  # type: ignore[assignment]
         if type(source) is list or type(source) is tuple:
             node = SequenceSource(source)  # Hands out copies of dict/list records.
+        shown = show_source(node)
         item = Stage("source", (("", shown),), raw=(("source", source),))
         return MapDataset(node, stages=(item,))
 

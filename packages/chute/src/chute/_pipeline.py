@@ -9,6 +9,8 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
+from chute_sources import Source
+
 __all__ = [
     "RANDOM_STAGES",
     "Stage",
@@ -18,6 +20,7 @@ __all__ = [
     "random_stage_count",
     "render",
     "show_fn",
+    "show_source",
     "stage_seed",
 ]
 
@@ -59,6 +62,24 @@ def show_fn(fn: object) -> str:
         return f"partial({', '.join([show_fn(fn.func), *args])})"
     name = getattr(fn, "__name__", None)
     return name if isinstance(name, str) else type(fn).__name__
+
+
+def show_source(source: object) -> str:
+    """A short description of a source, costing O(1) in its size.
+
+    A chute source shows its parameters (`SequenceSource(type='list', len=3)` for a list:
+    its elements are never `repr`-ed); any other object its class and length. What a
+    checkpoint's fingerprint hashes is the source object itself (`Stage.raw`), not this.
+
+    Example:
+        >>> from chute_sources import SequenceSource
+        >>> show_source(SequenceSource(["a", "b"])), show_source(range(3))
+        ("SequenceSource(type='list', len=2)", 'range[len=3]')
+    """
+    if isinstance(source, Source):
+        text = repr(source)
+        return text if len(text) <= 100 else text[:97] + "..."
+    return f"{type(source).__name__}[len={len(source)}]"  # type: ignore[arg-type]
 
 
 def render(kind: str, stages: Sequence[Stage]) -> str:
