@@ -142,6 +142,14 @@ def test_a_missing_folder_or_file_says_what_is_there(tmp_path):
             b'{"version": 2, "last_seen_indices": {"0": 4}, "worker_count": 0}',
             'not a chute checkpoint: expected "format": "chute-iterator-state"',
         ),
+        (
+            b"[" * 100_000 + b"]" * 100_000,
+            "the JSON is nested too deeply to be a chute checkpoint",
+        ),
+        (
+            b'{"format": "chute-iterator-state", "state": ' + b"[" * 100_000,
+            "the JSON is nested too deeply to be a chute checkpoint",
+        ),
     ],
 )
 def test_corrupt_truncated_and_foreign_files_are_refused(tmp_path, content, start):

@@ -145,6 +145,11 @@ def loads_document(text: str | bytes, where: str = "checkpoint") -> dict[str, An
         raise CheckpointFormatError(
             f"{where}: not valid JSON (truncated or corrupt?): {error}"
         ) from error
+    except RecursionError as error:  # e.g. 100,000 nested lists: corrupt or hostile.
+        raise CheckpointFormatError(
+            f"{where}: the JSON is nested too deeply to be a chute checkpoint (corrupt or "
+            "not a checkpoint); restore from another checkpoint."
+        ) from error
     return validate_document(document, where)
 
 
