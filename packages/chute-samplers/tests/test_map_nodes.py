@@ -21,7 +21,13 @@ from chute_samplers import (
     SliceMap,
 )
 from chute_samplers._schedule import MAX_PERIOD
-from chute_sources import DROPPED, RangeSource, RecordIndexError, SequenceSource
+from chute_sources import (
+    DROPPED,
+    LengthOverflowError,
+    RangeSource,
+    RecordIndexError,
+    SequenceSource,
+)
 
 
 def _flat(lists):
@@ -39,7 +45,9 @@ def test_repeat_repeats_and_endless_has_maxsize_length():
     assert endless[10**15] == 10**15 % 3
     assert len(RepeatMap(RangeSource(3), 0)) == 0
     assert len(RepeatMap(RangeSource(0), None)) == 0
-    assert len(RepeatMap(endless, 5)) == ENDLESS  # Capped, not an overflow.
+    assert len(RepeatMap(endless, 5)) == ENDLESS  # Endless stays endless.
+    with pytest.raises(LengthOverflowError, match=r"^RepeatMap \(repeat\): 3 elements x "):
+        RepeatMap(RangeSource(3), sys.maxsize // 2)
 
 
 @pytest.mark.parametrize(
@@ -127,7 +135,7 @@ def test_slices_follow_python_semantics_including_negative_steps(size, start, st
 def test_slice_step_zero_and_bad_bounds_raise():
     with pytest.raises(ValueError, match="step must not be 0"):
         SliceMap(RangeSource(5), slice(0, 5, 0))
-    with pytest.raises(TypeError, match="integers or None"):
+    with pytest.raises(TypeError, match=r"^SliceMap: slice start must be an int, got str"):
         SliceMap(RangeSource(5), slice("a", 3))
     with pytest.raises(TypeError, match="expected a slice"):
         SliceMap(RangeSource(5), 3)  # type: ignore[arg-type]

@@ -4,7 +4,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chute_sources import ErrorBudget, ErrorBudgetExceededError, InvalidStateError, SkippedElement
+from chute_sources import (
+    ChuteError,
+    ErrorBudget,
+    ErrorBudgetExceededError,
+    InvalidStateError,
+    SkippedElement,
+)
 from chute_sources._error_budget import KEEP, ErrorLedger, active_ledger, ledger_scope
 
 
@@ -16,29 +22,46 @@ def test_a_budget_allows_a_fixed_and_a_proportional_number_of_failures():
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("kwargs", "kind", "message"),
     [
-        ({"max_failures": -1}, "ErrorBudget: max_failures must be an int >= 0, got -1."),
-        ({"max_failures": 1.5}, "ErrorBudget: max_failures must be an int >= 0, got 1.5."),
-        ({"max_failures": True}, "ErrorBudget: max_failures must be an int >= 0, got True."),
+        ({"max_failures": -1}, ValueError, "ErrorBudget: max_failures must be >= 0, got -1."),
+        (
+            {"max_failures": 1.5},
+            TypeError,
+            "ErrorBudget: max_failures must be an int, got float 1.5.",
+        ),
+        (
+            {"max_failures": True},
+            TypeError,
+            "ErrorBudget: max_failures must be an int, got bool True.",
+        ),
         (
             {"max_failure_rate": 1.0},
+            ValueError,
             "ErrorBudget: max_failure_rate must be a number in [0, 1), got 1.0.",
         ),
         (
             {"max_failure_rate": float("nan")},
+            ValueError,
             "ErrorBudget: max_failure_rate must be a number in [0, 1), got nan.",
         ),
         (
+            {"max_failure_rate": "0.5"},
+            TypeError,
+            "ErrorBudget: max_failure_rate must be a number in [0, 1), got '0.5'.",
+        ),
+        (
             {},
+            ValueError,
             "ErrorBudget: max_failures=0 and max_failure_rate=0 allow no failure at all; give "
             "one of them, or leave the budget out to raise at the first failure.",
         ),
     ],
 )
-def test_bad_budgets_are_refused_with_what_was_wrong(kwargs, message):
-    with pytest.raises(ValueError) as caught:
+def test_bad_budgets_are_refused_with_what_was_wrong(kwargs, kind, message):
+    with pytest.raises(kind) as caught:
         ErrorBudget(**kwargs)
+    assert isinstance(caught.value, ChuteError)
     assert str(caught.value) == message
 
 

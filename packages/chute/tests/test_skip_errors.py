@@ -113,5 +113,5 @@ def test_two_budgets_before_the_workers_are_refused():
 
 
 def test_a_bad_budget_is_refused_when_the_stage_is_declared():
-    with pytest.raises(ValueError, match="ErrorBudget: max_failures must be an int >= 0, got -2"):
+    with pytest.raises(ValueError, match="ErrorBudget: max_failures must be >= 0, got -2"):
         _dataset().skip_errors(-2)

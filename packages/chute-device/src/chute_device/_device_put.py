@@ -11,6 +11,7 @@ import numpy as np
 from chute_execution import ThreadPrefetchIter
 from chute_samplers import IterNode
 from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_sources._checks import check_int
 
 from ._global_batch import Target, _is_target, put_batch
 
@@ -83,8 +84,7 @@ class DevicePutIter(IterNode[Any]):
             ("cpu_buffer_size", cpu_buffer_size, 0),
             ("device_buffer_size", device_buffer_size, 1),
         ):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"device_put: {name} must be an int >= {low}, got {value!r}.")
+            check_int(value, name, "device_put", minimum=low)
         leaves = jax.tree.leaves(target, is_leaf=_is_target)
         if not leaves or not all(map(_is_target, leaves)):
             raise TypeError(

@@ -2,28 +2,23 @@
 
 from __future__ import annotations
 
-import operator
-
-import numpy as np
-
+from chute_samplers._checks import check_int
 from chute_sources import InvalidStateError, IteratorState, JsonValue
 
 __all__ = ["check_count", "check_dataset", "state_position"]
 
 
 def check_count(value: object, name: str, owner: str, *, minimum: int = 0) -> int:
-    """Returns `value` as an int `>= minimum`, or raises naming `owner` and `name`.
+    """Returns `value` as an index-sized int `>= minimum`, or raises naming `owner`, `name`.
+
+    The samplers' `check_int` rule (Python and NumPy integers, never bools).
 
     Raises:
-        TypeError: `value` is not an integer (bools and floats are refused).
-        ValueError: `value` is below `minimum`.
+        TypeError: `value` is not an integer (an `ArgumentTypeError`).
+        ValueError: `value` is below `minimum` or above `sys.maxsize` (an
+            `InvalidArgumentError`).
     """
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{owner}: {name} must be an int, got {type(value).__name__} {value!r}.")
-    number = operator.index(value)
-    if number < minimum:
-        raise ValueError(f"{owner}: {name} must be >= {minimum}, got {number}.")
-    return number
+    return check_int(value, name, owner, minimum=minimum)
 
 
 def check_dataset(dataset: object, owner: str) -> None:

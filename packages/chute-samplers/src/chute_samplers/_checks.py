@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import math
 import numbers
-import operator
 from collections.abc import Sequence
 from typing import cast
 
 import numpy as np
 
-from chute_sources import InvalidStateError, IteratorState, JsonValue
+from chute_sources import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    InvalidStateError,
+    IteratorState,
+    JsonValue,
+)
+from chute_sources._checks import check_int
 
 __all__ = [
     "MAX_SEED",
     "check_bool",
     "check_int",
+    "check_optional_int",
     "check_sequence",
     "check_seed",
     "check_weights",
@@ -26,28 +33,16 @@ MAX_SEED = 2**64 - 1
 """Seeds are integers in `[0, 2**64)`."""
 
 
-def check_int(
-    value: object,
-    name: str,
-    owner: str,
-    *,
-    minimum: int | None = 0,
-    maximum: int | None = None,
-) -> int:
-    """Returns `value` as an int, or raises naming `owner` and the argument `name`.
+def check_optional_int(
+    value: object, name: str, owner: str, *, minimum: int | None = 0
+) -> int | None:
+    """`None`, or `value` checked by `check_int`.
 
-    Raises:
-        TypeError: `value` is not an integer (bools and floats are refused).
-        ValueError: `value` is outside `[minimum, maximum]`.
+    Example:
+        >>> check_optional_int(None, "num_epochs", "repeat") is None
+        True
     """
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{owner}: {name} must be an int, got {type(value).__name__} {value!r}.")
-    number = operator.index(value)
-    if minimum is not None and number < minimum:
-        raise ValueError(f"{owner}: {name} must be >= {minimum}, got {number}.")
-    if maximum is not None and number > maximum:
-        raise ValueError(f"{owner}: {name} must be <= {maximum}, got {number}.")
-    return number
+    return None if value is None else check_int(value, name, owner, minimum=minimum)
 
 
 def check_seed(seed: object, owner: str) -> int:
@@ -58,14 +53,16 @@ def check_seed(seed: object, owner: str) -> int:
 def check_bool(value: object, name: str, owner: str) -> bool:
     """Returns `value` if it is a bool, or raises `TypeError`."""
     if not isinstance(value, bool | np.bool_):
-        raise TypeError(f"{owner}: {name} must be a bool, got {type(value).__name__} {value!r}.")
+        raise ArgumentTypeError(
+            f"{owner}: {name} must be a bool, got {type(value).__name__} {value!r}."
+        )
     return bool(value)
 
 
 def check_sequence(value: object, name: str, owner: str) -> None:
     """Raises `TypeError` unless `value` is a sequence (and not a string)."""
     if isinstance(value, str | bytes) or not isinstance(value, Sequence):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{owner}: {name} must be a sequence, got {type(value).__name__} {value!r}."
         )
 
@@ -81,21 +78,21 @@ def check_weights(weights: Sequence[float] | None, count: int, owner: str) -> tu
     if weights is None:
         return (1.0,) * count
     if isinstance(weights, str | bytes) or not hasattr(weights, "__len__"):
-        raise TypeError(f"{owner}: weights must be a sequence of numbers, got {weights!r}.")
+        raise ArgumentTypeError(f"{owner}: weights must be a sequence of numbers, got {weights!r}.")
     values: list[object] = list(weights)
     if len(values) != count:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{owner}: got {len(values)} weights for {count} components; pass one weight "
             "per component (or None for equal weights)."
         )
     for position, weight in enumerate(values):
         if isinstance(weight, bool | np.bool_) or not isinstance(weight, numbers.Real):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"{owner}: weights[{position}] must be a real number, got "
                 f"{type(weight).__name__} {weight!r}."
             )
         if not math.isfinite(weight) or weight <= 0:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{owner}: weights[{position}] must be positive and finite, got {weight!r}."
             )
     return cast(tuple[float, ...], tuple(values))  # Kept as given: ints stay exact.

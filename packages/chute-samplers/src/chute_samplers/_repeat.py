@@ -6,7 +6,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from chute_sources import RandomAccessDataSource
+from chute_sources import LengthOverflowError, RandomAccessDataSource
 
 from ._checks import check_int
 from ._node import (
@@ -29,7 +29,8 @@ class RepeatMap(MapNode[T]):
 
     Position `i` is the parent's position `i % len(parent)` in pass `i // len(parent)`;
     each pass is an epoch for the nodes below, so a `ShuffleMap` under the repeat
-    reshuffles every pass. Lengths are capped at `sys.maxsize`.
+    reshuffles every pass. An endless repeat (or a repeat of an endless parent) has length
+    `sys.maxsize`; a finite one longer than that raises `chute_sources.LengthOverflowError` (an `OverflowError`).
 
     Args:
         parent: a node, a source, or any sequence.
@@ -56,8 +57,16 @@ class RepeatMap(MapNode[T]):
             self._length = 0
         elif self._num_epochs is None:
             self._length = ENDLESS
+        elif size == ENDLESS and self._num_epochs:
+            self._length = ENDLESS  # An endless parent stays endless.
+        elif size * self._num_epochs > ENDLESS:
+            raise LengthOverflowError(
+                f"RepeatMap (repeat): {size} elements x {self._num_epochs} epochs is more "
+                f"than len() can count (sys.maxsize = {ENDLESS}); pass num_epochs=None for "
+                "an endless repeat, or fewer epochs."
+            )
         else:
-            self._length = min(size * self._num_epochs, ENDLESS)
+            self._length = size * self._num_epochs
         self._passes = -(-self._length // size) if size else 0
         inner = node_epoch_length(parent)
         self._epoch_length = inner if inner > 0 and size % inner == 0 else size

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TypeVar
 
 import numpy as np
 
-from chute_sources import RandomAccessDataSource
+from chute_sources import InvalidArgumentError, RandomAccessDataSource
 
+from ._checks import check_int
 from ._node import EpochArray, MapNode, PositionArray, check_dataset, fetch
 
 __all__ = ["SliceMap"]
@@ -39,8 +41,12 @@ class SliceMap(MapNode[T]):
         check_dataset(parent, "SliceMap")
         if not isinstance(slice_, slice):
             raise TypeError(f"SliceMap: expected a slice, got {type(slice_).__name__} {slice_!r}.")
+        for name in ("start", "stop", "step"):
+            bound = getattr(slice_, name)
+            if bound is not None:
+                check_int(bound, f"slice {name}", "SliceMap", minimum=-sys.maxsize)
         if slice_.step is not None and slice_.step == 0:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "SliceMap: slice step must not be 0 (use a positive or negative step)."
             )
         selected: range

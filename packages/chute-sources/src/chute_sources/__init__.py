@@ -19,10 +19,13 @@ from ._codec import encode_record as encode_record
 from ._codec import is_encoded_record as is_encoded_record
 from ._error_budget import ErrorBudget as ErrorBudget
 from ._error_budget import SkippedElement as SkippedElement
+from ._errors import ArgumentTypeError as ArgumentTypeError
 from ._errors import ChuteError as ChuteError
 from ._errors import CorruptRecordError as CorruptRecordError
 from ._errors import ErrorBudgetExceededError as ErrorBudgetExceededError
+from ._errors import InvalidArgumentError as InvalidArgumentError
 from ._errors import InvalidStateError as InvalidStateError
+from ._errors import LengthOverflowError as LengthOverflowError
 from ._errors import RecordCodecError as RecordCodecError
 from ._errors import RecordIndexError as RecordIndexError
 from ._errors import RecordKeyTypeError as RecordKeyTypeError
@@ -75,6 +78,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ArgumentTypeError",
     "ArrayRecordSource",
     "CheckpointableIterator",
     "ChuteError",
@@ -84,9 +88,11 @@ __all__ = [
     "ErrorBudget",
     "ErrorBudgetExceededError",
     "FileInstruction",
+    "InvalidArgumentError",
     "InvalidStateError",
     "IteratorState",
     "JsonValue",
+    "LengthOverflowError",
     "NumpySource",
     "ParquetSource",
     "ParquetStream",

@@ -26,7 +26,15 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ._errors import ErrorBudgetExceededError, InvalidStateError
+import numpy as np
+
+from ._checks import check_int
+from ._errors import (
+    ArgumentTypeError,
+    ErrorBudgetExceededError,
+    InvalidArgumentError,
+    InvalidStateError,
+)
 from ._protocols import IteratorState
 
 __all__ = [
@@ -72,20 +80,19 @@ class ErrorBudget:
     max_failure_rate: float = 0.0
 
     def __post_init__(self) -> None:
-        count, rate = self.max_failures, self.max_failure_rate
-        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise ValueError(f"ErrorBudget: max_failures must be an int >= 0, got {count!r}.")
-        if (
-            not isinstance(rate, (int, float))
-            or isinstance(rate, bool)
-            or not 0 <= rate < 1
-            or math.isnan(rate)
-        ):
-            raise ValueError(
+        count = check_int(self.max_failures, "max_failures", "ErrorBudget")
+        object.__setattr__(self, "max_failures", count)
+        rate = self.max_failure_rate
+        if isinstance(rate, bool) or not isinstance(rate, int | float | np.integer | np.floating):
+            raise ArgumentTypeError(
+                f"ErrorBudget: max_failure_rate must be a number in [0, 1), got {rate!r}."
+            )
+        if not 0 <= rate < 1 or math.isnan(rate):
+            raise InvalidArgumentError(
                 f"ErrorBudget: max_failure_rate must be a number in [0, 1), got {rate!r}."
             )
         if count == 0 and rate == 0:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "ErrorBudget: max_failures=0 and max_failure_rate=0 allow no failure at all; "
                 "give one of them, or leave the budget out to raise at the first failure."
             )

@@ -8,10 +8,13 @@ that built-in too, so `except IndexError` or `except FileNotFoundError` keep wor
 from __future__ import annotations
 
 __all__ = [
+    "ArgumentTypeError",
     "ChuteError",
     "CorruptRecordError",
     "ErrorBudgetExceededError",
+    "InvalidArgumentError",
     "InvalidStateError",
+    "LengthOverflowError",
     "RecordCodecError",
     "RecordIndexError",
     "RecordKeyTypeError",
@@ -98,6 +101,41 @@ class RecordCodecError(ChuteError, TypeError):
         ... except RecordCodecError as error:
         ...     print(str(error).split(":")[0])
         record['when']
+    """
+
+
+class InvalidArgumentError(ChuteError, ValueError):
+    """An argument of the right type but a refused value (e.g. a batch size of 0).
+
+    Raised when the pipeline is declared, naming the method and the argument.
+
+    Example:
+        >>> import chute
+        >>> try:
+        ...     chute.MapDataset.range(4).batch(0)
+        ... except InvalidArgumentError as error:
+        ...     print(error)
+        MapDataset.batch: batch_size must be >= 1, got 0.
+    """
+
+
+class ArgumentTypeError(ChuteError, TypeError):
+    """An argument of the wrong type (e.g. a bool or a float where an int is expected).
+
+    Integer arguments accept Python and NumPy integers, never bools.
+
+    Example:
+        >>> issubclass(ArgumentTypeError, TypeError)
+        True
+    """
+
+
+class LengthOverflowError(ChuteError, OverflowError):
+    """A dataset longer than `len()` can report (`sys.maxsize` elements).
+
+    Example:
+        >>> issubclass(LengthOverflowError, OverflowError)
+        True
     """
 
 

@@ -9,6 +9,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ._base import Source
+from ._checks import check_int
+from ._errors import InvalidArgumentError, LengthOverflowError
 
 _VECTOR_LIMIT = 2**31
 """Ranges whose bounds stay below this are read with NumPy (int64 cannot overflow)."""
@@ -31,12 +33,20 @@ class RangeSource(Source[int]):
     def __init__(self, start: int, stop: int | None = None, step: int = 1) -> None:
         if stop is None:
             start, stop = 0, start
-        for name, value in (("start", start), ("stop", stop), ("step", step)):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise TypeError(f"RangeSource: {name} must be an int, got {value!r}.")
+        start, stop, step = (
+            check_int(value, name, "RangeSource", minimum=None, maximum=None)
+            for name, value in (("start", start), ("stop", stop), ("step", step))
+        )
         if step == 0:
-            raise ValueError("RangeSource: step must not be zero.")
+            raise InvalidArgumentError("RangeSource: step must not be zero.")
         self._range = range(start, stop, step)
+        try:
+            len(self._range)
+        except OverflowError:
+            raise LengthOverflowError(
+                f"RangeSource: {self._range} has more than sys.maxsize elements, more than "
+                "len() can count; use a shorter range."
+            ) from None
 
     @property
     def start(self) -> int:

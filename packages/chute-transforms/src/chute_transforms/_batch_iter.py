@@ -66,7 +66,7 @@ class BatchIter(IterNode[Any]):
         pad: bool = False,
         batch_fn: BatchFn | None = None,
     ) -> None:
-        check_batch_options("BatchIter", batch_size, drop_remainder, pad, batch_fn)
+        batch_size = check_batch_options("BatchIter", batch_size, drop_remainder, pad, batch_fn)
         self._parent = parent
         self._batch_size = batch_size
         self._drop_remainder = drop_remainder

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from chute_samplers import EpochArray, PositionArray, fetch
+from chute_samplers._checks import check_int
 from chute_sources import DROPPED, RandomAccessDataSource
 
 from ._adapters import as_flat_map_fn
@@ -57,9 +58,7 @@ class FlatMapMap(_ElementOp[Any]):
                 "(the most elements one element may become) to keep positions O(1); pass "
                 "max_fan_out=... or use a FlatMapTransform that declares it."
             )
-        if not isinstance(fan_out, int) or isinstance(fan_out, bool) or fan_out < 1:
-            raise ValueError(f"flat_map: max_fan_out must be an int >= 1, got {fan_out!r}.")
-        self._fan_out = fan_out
+        self._fan_out = check_int(fan_out, "max_fan_out", "flat_map", minimum=1)
 
     def __len__(self) -> int:
         return len(self._parent) * self._fan_out
@@ -146,7 +145,7 @@ class BatchMap(_ElementOp[Any]):
         batch_fn: BatchFn | None = None,
         rows: tuple[int, int] | None = None,
     ) -> None:
-        check_batch_options("batch", batch_size, drop_remainder, pad, batch_fn)
+        batch_size = check_batch_options("batch", batch_size, drop_remainder, pad, batch_fn)
         super().__init__(parent, batch_fn if batch_fn is not None else batch_elements)
         self._batch_size = batch_size
         self._drop_remainder = drop_remainder

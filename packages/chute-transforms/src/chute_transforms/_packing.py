@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from chute_samplers._checks import check_int
+
 from ._errors import PackingError
 
 __all__ = ["PackedRow", "build_row", "check_length", "output_keys", "read_sequences"]
@@ -27,12 +29,8 @@ SUFFIXES = ("_segment_ids", "_positions")
 
 
 def check_length(owner: str, name: str, value: object) -> int:
-    """Returns `value` if it is an int >= 1, else raises TypeError / ValueError."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{owner}: {name} must be an int, got {value!r}.")
-    if value < 1:
-        raise ValueError(f"{owner}: {name} must be >= 1, got {value}.")
-    return value
+    """Returns `value` as an int >= 1, else raises TypeError / ValueError (`check_int`)."""
+    return check_int(value, name, owner, minimum=1)
 
 
 def output_keys(owner: object, keys: Sequence[str]) -> None:

@@ -19,6 +19,8 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from chute_samplers._checks import check_bool, check_int
+
 from ._batch import BatchFn
 
 __all__ = [
@@ -139,15 +141,7 @@ class FlatMapTransform(abc.ABC, Generic[T, U]):
 
     def __init__(self, max_fan_out: int | None = None) -> None:
         if max_fan_out is not None:
-            if not isinstance(max_fan_out, int) or isinstance(max_fan_out, bool):
-                raise TypeError(
-                    f"{type(self).__name__}: max_fan_out must be an int, got {max_fan_out!r}."
-                )
-            if max_fan_out < 1:
-                raise ValueError(
-                    f"{type(self).__name__}: max_fan_out must be >= 1, got {max_fan_out}."
-                )
-            self.max_fan_out = max_fan_out
+            self.max_fan_out = check_int(max_fan_out, "max_fan_out", type(self).__name__, minimum=1)
 
     @abc.abstractmethod
     def flat_map(self, element: T) -> Iterable[U]:
@@ -179,22 +173,19 @@ class BatchTransform:
     batch_fn: BatchFn | None = None
 
     def __post_init__(self) -> None:
-        check_batch_options(
+        size = check_batch_options(
             "BatchTransform", self.batch_size, self.drop_remainder, self.pad, self.batch_fn
         )
+        object.__setattr__(self, "batch_size", size)
 
 
 def check_batch_options(
     owner: str, batch_size: object, drop_remainder: object, pad: object, batch_fn: Any
-) -> None:
-    """Raises a clear TypeError / ValueError for invalid batching options."""
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool):
-        raise TypeError(f"{owner}: batch_size must be an int, got {batch_size!r}.")
-    if batch_size < 1:
-        raise ValueError(f"{owner}: batch_size must be >= 1, got {batch_size}.")
-    for name, value in (("drop_remainder", drop_remainder), ("pad", pad)):
-        if not isinstance(value, bool):
-            raise TypeError(f"{owner}: {name} must be a bool, got {value!r}.")
+) -> int:
+    """Returns `batch_size` as an int, or raises a clear TypeError / ValueError."""
+    size = check_int(batch_size, "batch_size", owner, minimum=1)
+    check_bool(drop_remainder, "drop_remainder", owner)
+    check_bool(pad, "pad", owner)
     if drop_remainder and pad:
         raise ValueError(
             f"{owner}: drop_remainder=True and pad=True contradict each other: choose "
@@ -202,3 +193,4 @@ def check_batch_options(
         )
     if batch_fn is not None and not callable(batch_fn):
         raise TypeError(f"{owner}: batch_fn must be callable or None, got {batch_fn!r}.")
+    return size

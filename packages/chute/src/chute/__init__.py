@@ -24,12 +24,15 @@ from chute_samplers import IndexSampler as IndexSampler
 from chute_samplers import NoSharding as NoSharding
 from chute_samplers import ShardOptions as ShardOptions
 from chute_sources import DROPPED as DROPPED
+from chute_sources import ArgumentTypeError as ArgumentTypeError
 from chute_sources import CheckpointableIterator as CheckpointableIterator
 from chute_sources import ChuteError as ChuteError
 from chute_sources import CorruptRecordError as CorruptRecordError
 from chute_sources import ErrorBudget as ErrorBudget
 from chute_sources import ErrorBudgetExceededError as ErrorBudgetExceededError
+from chute_sources import InvalidArgumentError as InvalidArgumentError
 from chute_sources import InvalidStateError as InvalidStateError
+from chute_sources import LengthOverflowError as LengthOverflowError
 from chute_sources import NumpySource as NumpySource
 from chute_sources import RandomAccessDataSource as RandomAccessDataSource
 from chute_sources import RangeSource as RangeSource
@@ -116,6 +119,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ArgumentTypeError",
     "ArrayRecordDataSource",
     "ArrayRecordSource",
     "BatchError",
@@ -132,8 +136,10 @@ __all__ = [
     "FlatMapTransform",
     "InMemoryDataSource",
     "IndexSampler",
+    "InvalidArgumentError",
     "InvalidStateError",
     "IterDataset",
+    "LengthOverflowError",
     "MapDataset",
     "MapTransform",
     "MapWithIndexTransform",

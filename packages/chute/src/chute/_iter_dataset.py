@@ -30,6 +30,7 @@ from chute_transforms import (
     UnbatchIter,
 )
 
+from ._args import check_device_buffers, check_int, check_optional_int, check_weights
 from ._coerce import as_iter_dataset as _as_iter_dataset
 from ._describe import describe
 from ._factories import (
@@ -220,6 +221,7 @@ class IterDataset(Generic[T]):
             >>> [b.tolist() for b in chute.MapDataset.range(5).to_iter_dataset().batch(2)]
             [[0, 1], [2, 3], [4]]
         """
+        batch_size = check_int(batch_size, "batch_size", "IterDataset.batch", minimum=1)
         BatchIter(
             EmptyIterator(), batch_size, drop_remainder=drop_remainder, pad=pad, batch_fn=batch_fn
         )
@@ -266,6 +268,7 @@ class IterDataset(Generic[T]):
             >>> sorted(out[:3]), sorted(out[3:])
             ([0, 1, 2], [3, 4, 5])
         """
+        window_size = check_int(window_size, "window_size", "IterDataset.window_shuffle", minimum=1)
         chosen = self._stage_seed(seed, "window_shuffle")
         item = stage("window_shuffle", window_size=window_size, seed=chosen)
         return self._then(WindowShuffleIter, item, window_size, chosen)
@@ -287,6 +290,7 @@ class IterDataset(Generic[T]):
             [0, 2, 4, 1, 6, 8, 10, 3]
         """
         checked = [_as_iter_dataset(d) for d in datasets]
+        check_weights(weights, len(checked), "IterDataset.mix")
         shown = None if weights is None else list(weights)
         item = Stage("mix", (("weights", repr(shown)),), tuple(d._stages for d in checked))
         return IterDataset(MixFactory([d._factory for d in checked], weights), stages=(item,))
@@ -307,6 +311,7 @@ class IterDataset(Generic[T]):
             'ababcc'
         """
         checked = [_as_iter_dataset(d) for d in datasets]
+        cycle_length = check_int(cycle_length, "cycle_length", "IterDataset.interleave", minimum=1)
         item = Stage(
             "interleave", (("cycle_length", repr(cycle_length)),), tuple(d._stages for d in checked)
         )
@@ -356,6 +361,7 @@ class IterDataset(Generic[T]):
             >>> list(ds)
             [0, 1, 2, 3, 4]
         """
+        buffer_size = check_int(buffer_size, "buffer_size", "IterDataset.prefetch")
         return self._then(
             ThreadPrefetchIter, stage("prefetch", buffer_size=buffer_size), buffer_size
         )
@@ -398,6 +404,9 @@ class IterDataset(Generic[T]):
                 "Call mp_prefetch first and to_device last."
             )
         chosen = options if options is not None else MultiprocessingOptions()
+        chunk_size = check_optional_int(
+            chunk_size, "chunk_size", "IterDataset.mp_prefetch", minimum=1
+        )
         auto_chunk = chunk_size is None
         if chunk_size is None:
             chunk_size = default_chunk_size(self._factory, self._stages)
@@ -435,6 +444,9 @@ class IterDataset(Generic[T]):
         """
         from ._device import device_put_op
 
+        cpu_buffer_size, device_buffer_size = check_device_buffers(
+            cpu_buffer_size, device_buffer_size
+        )
         item = stage("to_device", device=device)
         return self._then(
             device_put_op,

@@ -42,6 +42,7 @@ from chute_transforms import (
     RandomMapTransform,
 )
 
+from ._args import check_int, check_optional_int, check_weights
 from ._pipeline import (
     Stage,
     check_pipeline_seed,
@@ -170,6 +171,7 @@ class MapDataset(Generic[T]):
             >>> list(MapDataset.range(2).repeat(3))
             [0, 1, 0, 1, 0, 1]
         """
+        num_epochs = check_optional_int(num_epochs, "num_epochs", "MapDataset.repeat")
         return self._then(RepeatMap(self._node, num_epochs), stage("repeat", num_epochs=num_epochs))
 
     @overload
@@ -220,6 +222,8 @@ class MapDataset(Generic[T]):
         else:
             if shard_count is None:
                 raise TypeError("shard needs shard_count (or a ShardOptions).")
+            shard_index = check_int(shard_index, "shard_index", "MapDataset.shard")
+            shard_count = check_int(shard_count, "shard_count", "MapDataset.shard", minimum=1)
             options = ShardOptions(shard_index, shard_count, drop_remainder)
         node = ShardMap(
             self._node, options.shard_index, options.shard_count, options.drop_remainder
@@ -332,6 +336,7 @@ class MapDataset(Generic[T]):
                 "ds.to_iter_dataset().batch(...) fills every batch (or use chute_transforms."
                 "BatchMap directly if short batches are what you want)."
             )
+        batch_size = check_int(batch_size, "batch_size", "MapDataset.batch", minimum=1)
         rows = None
         if sharding is not None:
             rows = _host_rows(sharding, batch_size, len(self._node), drop_remainder or pad)
@@ -367,6 +372,7 @@ class MapDataset(Generic[T]):
             'babbabbabbab'
         """
         checked = [MapDataset.source(d) for d in datasets]
+        check_weights(weights, len(checked), "MapDataset.mix")
         node = MixMap([d._node for d in checked], weights)
         shown = None if weights is None else list(weights)
         item = Stage("mix", (("weights", repr(shown)),), tuple(d._stages for d in checked))

@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import operator
 from collections.abc import Sequence
 from typing import Any
 
-from chute_sources import Source
+from chute_samplers._checks import check_seed
+from chute_sources import InvalidArgumentError, Source
+from chute_sources._checks import check_int
 
 __all__ = [
     "RANDOM_STAGES",
@@ -143,7 +144,7 @@ def stage_seed(
         (5, True)
     """
     if explicit is not None:
-        return operator.index(explicit)
+        return check_seed(explicit, op)
     if pipeline_seed is None:
         raise ValueError(
             f"{op} needs a seed: pass seed=... or set the pipeline's seed first, e.g. "
@@ -153,15 +154,15 @@ def stage_seed(
 
 
 def check_pipeline_seed(seed: int) -> int:
-    """`seed` as an int in `[0, 2**64)`, or a `ValueError` that says so.
+    """`seed` as an int in `[0, 2**64)`, or an error that says so (bools are refused).
 
     Example:
         >>> check_pipeline_seed(3)
         3
     """
-    checked = operator.index(seed)
+    checked = check_int(seed, "seed", "seed", minimum=None, maximum=None)
     if not 0 <= checked < 2**64:
-        raise ValueError(f"seed must be in [0, 2**64), got {seed!r}.")
+        raise InvalidArgumentError(f"seed: seed must be in [0, 2**64), got {seed!r}.")
     return checked
 
 
