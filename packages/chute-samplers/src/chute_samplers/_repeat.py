@@ -29,8 +29,9 @@ class RepeatMap(MapNode[T]):
 
     Position `i` is the parent's position `i % len(parent)` in pass `i // len(parent)`;
     each pass is an epoch for the nodes below, so a `ShuffleMap` under the repeat
-    reshuffles every pass. An endless repeat (or a repeat of an endless parent) has length
-    `sys.maxsize`; a finite one longer than that raises `chute_sources.LengthOverflowError` (an `OverflowError`).
+    reshuffles every pass. An endless repeat (or a repeat of an endless parent) has
+    length `sys.maxsize`; a finite one longer than that raises
+    `chute_sources.LengthOverflowError` (an `OverflowError`).
 
     Args:
         parent: a node, a source, or any sequence.
