@@ -170,9 +170,9 @@ def test_rows_of_a_single_process():
 def test_errors_name_what_is_wrong():
     with pytest.raises(TypeError, match=r"target must be a jax\.Device"):
         DevicePutIter(SequentialIter([]), "cpu:0")
-    with pytest.raises(ValueError, match="^device_put: device_buffer_size must be >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"^device_put: device_buffer_size must be >= 1, got 0"):
         DevicePutIter(SequentialIter([]), jax.devices()[0], device_buffer_size=0)
-    with pytest.raises(ValueError, match="^device_put: cpu_buffer_size must be >= 0, got -1"):
+    with pytest.raises(ValueError, match=r"^device_put: cpu_buffer_size must be >= 0, got -1"):
         DevicePutIter(SequentialIter([]), jax.devices()[0], cpu_buffer_size=-1)
     with pytest.raises(TypeError, match="without get_state/set_state"):
         device_put(iter([1, 2]), jax.devices()[0])
