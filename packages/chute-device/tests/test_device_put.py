@@ -91,6 +91,28 @@ def test_strings_stay_on_the_host():
     assert isinstance(out["x"], jax.Array)
 
 
+@pytest.mark.parametrize("scalar", [3, 2.5, True, 1 + 2j, np.int64(7), np.float32(0.5)])
+def test_every_numeric_leaf_goes_to_the_devices_python_scalars_too(scalar):
+    sharding = data_sharding()
+    (batch,) = DevicePutIter(SequentialIter([{"x": np.ones((8, 2)), "y": scalar}]), sharding)
+    assert isinstance(batch["x"], jax.Array)
+    assert isinstance(batch["y"], jax.Array)
+    assert batch["y"].shape == ()
+    assert batch["y"].sharding.is_fully_replicated
+    assert batch["y"].devices() == set(jax.devices())
+    assert batch["y"].item() == scalar
+    (on_one,) = DevicePutIter(SequentialIter([{"y": scalar}]), jax.devices()[5])
+    assert isinstance(on_one["y"], jax.Array)
+    assert on_one["y"].devices() == {jax.devices()[5]}
+
+
+def test_fluent_to_device_puts_python_scalar_leaves_on_the_devices():
+    ds = chute.MapDataset.range(16).batch(8).map(lambda b: {"x": b, "step": int(b[0]) // 8})
+    batches = list(ds.to_device(data_sharding()))
+    assert [type(b["step"]) for b in batches] == [type(batches[0]["x"])] * 2
+    assert [b["step"].item() for b in batches] == [0, 1]
+
+
 def test_state_counts_only_batches_handed_out():
     batches = host_batches(10)
     it = DevicePutIter(SequentialIter(batches), data_sharding(), device_buffer_size=3)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Sharding
+from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
 from ._sharding import row_split
 
@@ -22,13 +21,23 @@ def _is_target(value: Any) -> bool:
 
 
 def _is_array_leaf(leaf: Any) -> bool:
-    return isinstance(leaf, np.ndarray | np.generic | jax.Array) and (
-        np.asarray(leaf).dtype.kind in "biufc" if not isinstance(leaf, jax.Array) else True
-    )
+    if isinstance(leaf, jax.Array | bool | int | float | complex):
+        return True  # Python numbers too: a label `3` becomes a device scalar.
+    return isinstance(leaf, np.ndarray | np.generic) and leaf.dtype.kind in "biufc"
+
+
+def _replicated(target: Sharding) -> Sharding:
+    """A sharding holding a whole copy on each of `target`'s devices (for scalars)."""
+    devices = np.array(sorted(target.device_set, key=lambda device: device.id))
+    return NamedSharding(Mesh(devices, ("replica",)), PartitionSpec())
 
 
 def put_batch(batch: Any, target: Target) -> Any:
-    """`batch` on `target`: array leaves become `jax.Array`s, other leaves stay as they are.
+    """`batch` on `target`: every numeric leaf becomes a `jax.Array`.
+
+    Array leaves and numbers (NumPy or Python: `{"x": array, "y": 3}` puts `y` on the
+    devices too) are placed; a scalar leaf, which has no rows to split, is replicated
+    on every device of the target.
 
     In a single process this is `jax.device_put` (asynchronous). When `target` spans
     several JAX processes, each process passes its *local* rows and gets global arrays
@@ -55,11 +64,18 @@ def put_batch(batch: Any, target: Target) -> Any:
 
 def _put_tree(tree: Any, target: Sharding | jax.Device, path: str) -> Any:
     if isinstance(target, jax.Device) or target.is_fully_addressable:
-        put: Callable[[Any, str], Any] = lambda leaf, _: jax.device_put(leaf, target)  # noqa: E731
+        scalar_target = target if isinstance(target, jax.Device) else _replicated(target)
+
+        def put(leaf: Any, where: str) -> Any:
+            return jax.device_put(leaf, target if np.ndim(leaf) else scalar_target)
     else:
         split = row_split(target)
 
         def put(leaf: Any, where: str) -> Any:
+            if not np.ndim(leaf):  # The same scalar on every process: a replicated array.
+                return jax.make_array_from_process_local_data(  # type: ignore[no-untyped-call]
+                    _replicated(target), np.asarray(leaf), ()
+                )
             rows = np.shape(leaf)[0] if np.ndim(leaf) else None
             if rows is None or rows % split.count:
                 raise ValueError(
