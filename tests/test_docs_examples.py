@@ -11,6 +11,10 @@ A page's blocks run in order, in one fresh folder, the way a reader would type t
   the next, so a `cd` holds for the rest of the page.
 - A ```text block right after one of these (blank lines between, nothing else) is what
   the block prints (stdout, and stderr for bash), and must match it.
+- In a python block, a comment after a `print(...)` call (on the line that closes it) is
+  what that call prints, and must match it: `print(x.shape)  # (8, 4, 4)`. Runs of
+  whitespace (newlines too) count as one space, and `...` in the comment stands for any
+  text. So a comment there is always output; put prose on the line above the call.
 
 Any other block (JSON, a command too long or too invasive for the test suite, the output
 of such a command) is marked on the line before it with an HTML comment, which the site
@@ -29,6 +33,8 @@ is longer than /tmp and the cut falls elsewhere.
 
 from __future__ import annotations
 
+import ast
+import builtins
 import contextlib
 import dataclasses
 import hashlib
@@ -38,8 +44,11 @@ import re
 import subprocess
 import sys
 import tempfile
+import tokenize
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -206,13 +215,68 @@ _UV = """uv() {
 """
 
 
+def print_comments(code: str) -> dict[int, str]:
+    """The comments after `print(...)` calls, by the lines of the call (from 1).
+
+    Example: `print(x)  # [1 2]` on line 3 gives `{3: "[1 2]"}`.
+    """
+    comments = {
+        token.start[0]: token.string[1:].strip()
+        for token in tokenize.generate_tokens(io.StringIO(code).readline)
+        if token.type == tokenize.COMMENT
+    }
+    found = {}
+    for node in ast.walk(ast.parse(code)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "print"
+            and node.end_lineno in comments
+        ):
+            for line in range(node.lineno, node.end_lineno + 1):
+                found[line] = comments[node.end_lineno]
+    return found
+
+
+def _same_as_comment(comment: str, printed: str) -> bool:
+    """Whether `printed` is what `comment` shows (whitespace runs as one, `...` as any)."""
+    wanted, got = " ".join(comment.split()), " ".join(printed.split())
+    pattern = ".*".join(re.escape(part.strip()) for part in wanted.split("..."))
+    return re.fullmatch(rf"\s*{pattern}\s*", got) is not None
+
+
+def checking_print(block: Block, comments: dict[int, str]) -> Callable[..., None]:
+    """A `print` that also checks what each call prints against the comment after it."""
+
+    def print_and_check(*args: Any, **kwargs: Any) -> None:
+        caller = sys._getframe(1)
+        comment = comments.get(caller.f_lineno)
+        if caller.f_code.co_filename != block.where or comment is None:
+            builtins.print(*args, **kwargs)
+            return
+        text = io.StringIO()
+        builtins.print(*args, **{**kwargs, "file": text})
+        builtins.print(text.getvalue(), end="", file=kwargs.get("file"))
+        if not _same_as_comment(comment, text.getvalue()):
+            raise AssertionError(
+                f"{block.page}:{block.line + caller.f_lineno}: print(...) printed "
+                f"{text.getvalue().rstrip()!r} but the comment after it shows {comment!r}"
+            )
+
+    return print_and_check
+
+
 def _run_python(block: Block, code: str, cwd: Path) -> str:
     title = _TITLE.search(block.info)
     if title:
         (cwd / title.group(1)).write_text(code, encoding="utf-8")
     out = io.StringIO()
+    namespace = {
+        "__name__": "__docs_example__",
+        "print": checking_print(block, print_comments(code)),
+    }
     with contextlib.redirect_stdout(out):
-        exec(compile(code, block.where, "exec"), {"__name__": "__docs_example__"})
+        exec(compile(code, block.where, "exec"), namespace)
     return out.getvalue()
 
 
@@ -374,6 +438,21 @@ def test_harness_normalises_only_figures_that_vary() -> None:
         shown.replace("x=8", "x=9"),
     ):
         assert _normalise(shown) != _normalise(changed)
+
+
+def test_harness_checks_the_output_written_after_print() -> None:
+    code = "x = [1, 2]\nprint(x)  # [1, 2]\nprint(\n    len(x),\n)  # 2\nprint(x)\n"
+    assert print_comments(code) == {2: "[1, 2]", 3: "2", 4: "2", 5: "2"}
+    block = Block("x.md", 10, "python", "", code, None, False)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, block.where, "exec"), {"print": checking_print(block, {2: "[1, 2]"})})
+    assert out.getvalue() == "[1, 2]\n2\n[1, 2]\n"
+    assert _same_as_comment("(8, 4) [ 6 51 ...]", "(8, 4) [ 6 51 57\n 26]\n")
+    assert _same_as_comment("... belongs to filter: ...", "MapDataset.map: belongs to filter: x")
+    stale = Block("x.md", 10, "python", "", "print([3, 1])  # [1, 3]\n", None, False)
+    with pytest.raises(AssertionError, match=r"^x\.md:11: print\(\.\.\.\) printed '\[3, 1\]' but"):
+        _run_python(stale, stale.code, Path())
 
 
 def test_harness_compares_output(tmp_path: Path) -> None:
