@@ -230,3 +230,46 @@ def test_repr_names_paths_count_and_decode(tmp_path):
     text = repr(ArrayRecordSource(paths))
     assert text.startswith("ArrayRecordSource(paths=")
     assert "(4 paths)" in text and "num_records=8" in text and "decode='auto'" in text
+
+
+def _shards_with_junk(folder, junk_key=10, per_shard=8):
+    """Two shards of chute records; record key `junk_key` is 4 bytes of junk."""
+    paths = []
+    for shard in range(2):
+        path = str(folder / f"j-{shard}.array_record")
+        writer = ArrayRecordWriter(path, "group_size:1")
+        for index in range(per_shard):
+            key = shard * per_shard + index
+            writer.write(b"junk" if key == junk_key else encode_record({"x": key}))
+        writer.close()
+        paths.append(path)
+    return paths
+
+
+def test_a_corrupt_record_names_its_file_and_index_there(tmp_path):
+    paths = _shards_with_junk(tmp_path)
+    source = ArrayRecordSource(paths, decode=True)
+    expected = (
+        "a chute record is at least 12 bytes, got 4: truncated or not written by chute's "
+        f"encode_record; in record 2 of the ArrayRecord file {paths[1]!r} (record key 10 of "
+        "the source)"
+    )
+    for read in (lambda: source[10], lambda: source[-6], lambda: source.__getitems__([3, 10, 0])):
+        with pytest.raises(CorruptRecordError) as caught:
+            read()
+        assert str(caught.value) == expected
+        assert type(caught.value.__cause__) is CorruptRecordError  # The decoder's own error.
+    assert source.__getitems__([9, 11]) == [{"x": 9}, {"x": 11}]
+
+
+def test_an_error_from_a_users_decoder_keeps_its_type_and_gets_a_note(tmp_path):
+    paths = _shards_with_junk(tmp_path, junk_key=3)
+
+    def decode(record):
+        return decode_record(record)["x"] if record != b"junk" else {}["missing"]
+
+    with pytest.raises(KeyError) as caught:
+        ArrayRecordSource(paths, decode=decode).__getitems__([1, 3])
+    assert caught.value.__notes__ == [
+        f"chute: in record 3 of the ArrayRecord file {paths[0]!r} (record key 3 of the source)"
+    ]

@@ -17,6 +17,7 @@ from ._codec import MAGIC, decode_record
 from ._distinct import distinct
 from ._errors import SourceFileError, SourceFileNotFoundError
 from ._paths import PathLike, display_paths, expand_paths
+from ._record_errors import located
 
 __all__ = ["ArrayRecordSource", "Decoder", "FileInstruction", "open_array_record_reader"]
 
@@ -211,9 +212,11 @@ class ArrayRecordSource(Source[Any]):
             return records
         except RuntimeError as error:
             filename = self._instructions[file_index].filename
+            more = "..." if len(keys) > 5 else ""
             raise SourceFileError(
-                f"cannot read record keys {list(keys)[:5]}{'...' if len(keys) > 5 else ''} from "
-                f"ArrayRecord file {filename!r}: {error}. The file may be truncated or corrupt."
+                f"cannot read record keys {list(keys)[:5]}{more} (records {positions[:5]}{more} "
+                f"of the file) from ArrayRecord file {filename!r}: {error}. The file may be "
+                "truncated or corrupt."
             ) from error
 
     def _check_unchanged(self, file_index: int, keys: Sequence[int]) -> None:
@@ -251,7 +254,22 @@ class ArrayRecordSource(Source[Any]):
         decoder = self._decoder()
         if decoder is None:
             return out
-        return [decoder(record) for record in out]
+        try:
+            return [decoder(record) for record in out]
+        except Exception as error:
+            first = error
+        for slot, record in enumerate(out):  # Found again one by one, to say where it is.
+            try:
+                decoder(record)
+            except Exception as failed:
+                filename = self._instructions[int(files[slot])].filename
+                named = located(
+                    failed, "ArrayRecord", filename, int(positions[slot]), int(keys[slot])
+                )
+                if named is failed:
+                    raise
+                raise named from failed
+        raise first
 
     def close(self) -> None:
         """Closes every open file; reads afterwards raise `SourceClosedError`."""
