@@ -10,9 +10,9 @@ __all__ = ["located"]
 def located(error: Exception, kind: str, filename: str, index: int, key: int) -> Exception:
     """`error`, saying which record failed: its file, its index there, its record key.
 
-    A `CorruptRecordError` becomes one whose message says where (chained to the
-    original by the caller); any other exception (e.g. from a user's decoder) keeps its type and gets
-    a note. The pipeline adds the stage and the global position as another note.
+    A `CorruptRecordError` becomes one whose message says where (the caller chains it
+    to the original); any other exception (e.g. from a user's decoder) keeps its type
+    and gets a note. The pipeline adds the stage and the global position as a note.
 
     Example:
         >>> error = located(CorruptRecordError("bad"), "ArrayRecord", "/d/a-1", 2, 10)
