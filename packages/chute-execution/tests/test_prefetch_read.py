@@ -383,3 +383,60 @@ def test_close_gives_up_on_a_stuck_read_and_the_thread_exits_when_it_returns(
     source.release.set()
     assert eventually(lambda: new_threads() == [])
     assert list(it) == list(range(5, 100))
+
+
+class _Recording:
+    """`n` elements of `nbytes` bytes each; records the furthest position read."""
+
+    def __init__(self, n, nbytes):
+        self.n, self.nbytes, self.furthest = n, nbytes, -1
+        self._lock = threading.Lock()
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, index):
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices):
+        with self._lock:
+            self.furthest = max(self.furthest, *indices)
+        return [np.full(self.nbytes, i % 256, np.uint8) for i in indices]
+
+
+def test_read_ahead_is_bounded_in_bytes_and_warns_what_it_counts():
+    mib = 2**20
+    source = _Recording(200, mib)
+    options = ReadOptions(num_threads=2, prefetch_buffer_size=100, prefetch_buffer_bytes=8 * mib)
+    it = PrefetchReadIter(source, options)
+    with pytest.warns(_prefetch_read.ReadAheadWarning) as caught:
+        first = next(it)
+    assert first[0] == 0
+    assert [str(w.message) for w in caught] == [
+        "ReadOptions: prefetch_buffer_size=100 counts elements of the dataset read (batches "
+        "after MapDataset.batch), measured at ~1.0 MiB each, so the read-ahead would hold "
+        "~100.0 MiB, more than prefetch_buffer_bytes=8.0 MiB: reading 8 elements ahead "
+        "instead. Pass ReadOptions(prefetch_buffer_size=8) to choose it, or a larger "
+        "prefetch_buffer_bytes (None: no bound in bytes)."
+    ]
+    assert it.chunk_size == 4  # 8 elements ahead on 2 threads.
+    for consumed in range(1, 200):
+        assert next(it)[0] == consumed % 256
+        # The current chunk (4) and 8 more ahead of it: never 100 elements ahead.
+        assert source.furthest <= consumed + 4 + 8
+    it.close()
+
+
+def test_small_elements_keep_the_element_count_and_warn_nothing():
+    source = _Recording(300, 16)
+    it = PrefetchReadIter(source, ReadOptions(num_threads=2, prefetch_buffer_size=100))
+    assert [int(x[0]) for x in it] == [i % 256 for i in range(300)]
+    assert it.chunk_size == 50
+
+
+def test_the_byte_bound_is_validated_and_shown_when_not_the_default():
+    assert repr(ReadOptions(prefetch_buffer_bytes=None)) == (
+        "ReadOptions(num_threads=16, prefetch_buffer_size=500, prefetch_buffer_bytes=None)"
+    )
+    with pytest.raises(ValueError, match=r"^ReadOptions: prefetch_buffer_bytes must be >= 1"):
+        ReadOptions(prefetch_buffer_bytes=0)

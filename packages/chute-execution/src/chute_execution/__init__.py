@@ -30,6 +30,7 @@ from ._mp_options import MultiprocessingOptions as MultiprocessingOptions
 from ._mp_prefetch import MultiprocessPrefetchIter as MultiprocessPrefetchIter
 from ._mp_prefetch import WorkerError as WorkerError
 from ._prefetch_read import PrefetchReadIter as PrefetchReadIter
+from ._read_options import ReadAheadWarning as ReadAheadWarning
 from ._read_options import ReadOptions as ReadOptions
 from ._thread_prefetch import ThreadPrefetchIter as ThreadPrefetchIter
 from ._worker_pool import WorkerDiedError as WorkerDiedError
@@ -44,6 +45,7 @@ __all__ = [
     "MultiprocessingOptions",
     "PerformanceConfig",
     "PrefetchReadIter",
+    "ReadAheadWarning",
     "ReadOptions",
     "ThreadPrefetchIter",
     "WorkerDiedError",

@@ -9,11 +9,9 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
-
 from ._checks import check_count
 from ._mp_options import MultiprocessingOptions
-from ._read_options import ReadOptions
+from ._read_options import ReadOptions, element_nbytes
 
 __all__ = ["PerformanceConfig", "pick_performance_config"]
 
@@ -45,18 +43,6 @@ class PerformanceConfig:
     seconds_per_element: float
     bytes_per_element: int
     elements_measured: int
-
-
-def _nbytes(element: Any) -> int:
-    if isinstance(element, np.ndarray | np.generic):
-        return int(element.nbytes)
-    if isinstance(element, dict):
-        return sum(_nbytes(value) for value in element.values())
-    if isinstance(element, list | tuple):
-        return sum(_nbytes(value) for value in element)
-    if isinstance(element, bytes | str):
-        return len(element)
-    return 8
 
 
 def pick_performance_config(
@@ -106,7 +92,7 @@ def pick_performance_config(
             element = next(iterator)
         except StopIteration:
             break
-        sizes.append(_nbytes(element))
+        sizes.append(element_nbytes(element))
     elapsed = time.perf_counter() - start
     close = getattr(iterator, "close", None)
     if callable(close):

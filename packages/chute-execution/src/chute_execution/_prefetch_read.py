@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import warnings
 import weakref
 from typing import Any, TypeVar
 
@@ -12,7 +13,7 @@ from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
 from chute_sources._error_budget import active_ledger
 
 from ._checks import check_count, check_dataset, state_position
-from ._read_options import ReadOptions
+from ._read_options import ReadAheadWarning, ReadOptions, element_nbytes
 from ._thread_pool import ReadPool, Slot
 
 __all__ = ["PrefetchReadIter", "default_chunk_size"]
@@ -24,6 +25,9 @@ MAX_CHUNK_SIZE = 256
 
 JOIN_TIMEOUT = 10.0
 """Seconds `close()` waits for reads in flight before leaving them to finish alone."""
+
+MEASURE_CHUNK = 4
+"""Elements of the first read, alone in flight, that measure the bytes of an element."""
 
 
 def default_chunk_size(options: ReadOptions) -> int:
@@ -56,6 +60,11 @@ class PrefetchReadIter(IterNode[T]):
     (plus one chunk) are read ahead of the consumer; the consumer takes chunks in
     order, so the work per element is constant. With `num_threads=0` or
     `prefetch_buffer_size=0` every read runs in the calling thread.
+
+    Bytes: the first read (`MEASURE_CHUNK` positions, alone in flight) measures the
+    bytes of an element; if `prefetch_buffer_size` elements would hold more than
+    `prefetch_buffer_bytes`, fewer are read ahead (and chunks shrink to fit, unless
+    `chunk_size` was given), with a `ReadAheadWarning`.
 
     The `origin` of an element (see `chute_samplers.IterNode`) is `(position,)`, as for
     `SequentialIter`, so a `RandomMapIter` above draws the same.
@@ -105,9 +114,11 @@ class PrefetchReadIter(IterNode[T]):
         self._dataset = dataset
         self._length = len(dataset)
         self._options = read_options
+        self._auto_chunk = chunk_size is None
         if chunk_size is None:
             chunk_size = default_chunk_size(read_options)
         self._chunk_size = check_count(chunk_size, "chunk_size", "PrefetchReadIter", minimum=1)
+        self._measured = read_options.prefetch_buffer_bytes is None
         # Positions in flight ahead of the consumer's chunk, at most.
         self._window = max(read_options.prefetch_buffer_size, self._chunk_size)
         self._chunk: Span[T] = Span(0, [])
@@ -173,6 +184,8 @@ class PrefetchReadIter(IterNode[T]):
                 self._stop_pool(JOIN_TIMEOUT)
                 raise
             self._pending.popleft()
+            if not self._measured:
+                self._measure(chunk)
             self._fill(position)
         else:
             stop = min(position + self._chunk_size, self._length)
@@ -188,15 +201,47 @@ class PrefetchReadIter(IterNode[T]):
             pool = self._pool = ReadPool(threads, "chute-read")
             # Stops the threads when this iterator is collected; holds no reference to it.
             self._finalizer = weakref.finalize(self, pool.shutdown, 0)
-        limit = min(position + self._window, self._length)
+        if not self._measured:  # One small read first, to measure an element.
+            limit = min(max(self._next_read, position + 1), self._length)
+            size = min(self._chunk_size, MEASURE_CHUNK)
+        else:
+            limit, size = min(position + self._window, self._length), self._chunk_size
         while self._next_read < limit:
             start = self._next_read
-            self._next_read = min(start + self._chunk_size, self._length)
+            self._next_read = min(start + size, self._length)
             self._pending.append(
                 pool.submit(
                     read_span, self._dataset, start, self._next_read, self._ledger, self._stage
                 )
             )
+
+    def _measure(self, chunk: Span[T]) -> None:
+        """Lowers the read-ahead to `prefetch_buffer_bytes`, measured from `chunk`."""
+        elements = [element for element in chunk.elements if element is not DROPPED]
+        if not elements:
+            self._measured = chunk.error is not None or not chunk.elements
+            return  # All dropped: measured on the next chunk.
+        self._measured = True
+        per_element = max(1, sum(map(element_nbytes, elements)) // len(elements))
+        budget = self._options.prefetch_buffer_bytes
+        assert budget is not None
+        fits = max(1, budget // per_element)
+        if fits >= self._window:
+            return
+        count = self._options.prefetch_buffer_size
+        warnings.warn(
+            f"ReadOptions: prefetch_buffer_size={count} counts elements of the dataset read "
+            f"(batches after MapDataset.batch), measured at ~{_size(per_element)} each, so "
+            f"the read-ahead would hold ~{_size(count * per_element)}, more than "
+            f"prefetch_buffer_bytes={_size(budget)}: reading {fits} elements ahead instead. "
+            f"Pass ReadOptions(prefetch_buffer_size={fits}) to choose it, or a larger "
+            "prefetch_buffer_bytes (None: no bound in bytes).",
+            ReadAheadWarning,
+            stacklevel=4,
+        )
+        self._window = fits
+        if self._auto_chunk:
+            self._chunk_size = max(1, min(self._chunk_size, fits // self._options.num_threads))
 
     def _restart(self, position: int) -> None:
         """Drops everything read ahead; the next element read is `position`."""
@@ -242,3 +287,13 @@ class PrefetchReadIter(IterNode[T]):
             f"prefetch_buffer_size={self._options.prefetch_buffer_size}, "
             f"chunk_size={self._chunk_size}, position={self._chunk.start + self._offset})"
         )
+
+
+def _size(nbytes: int) -> str:
+    """`nbytes` for people: `512 B`, `1.5 KiB`, `3.0 MiB`, `2.0 GiB`."""
+    value, unit = float(nbytes), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            break
+        value /= 1024
+    return f"{nbytes} B" if unit == "B" else f"{value:.1f} {unit}"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from chute_execution import MultiprocessingOptions as MultiprocessingOptions
 from chute_execution import PerformanceConfig as PerformanceConfig
+from chute_execution import ReadAheadWarning as ReadAheadWarning
 from chute_execution import ReadOptions as ReadOptions
 from chute_execution import WorkerDiedError as WorkerDiedError
 from chute_execution import WorkerError as WorkerError
@@ -156,6 +157,7 @@ __all__ = [
     "RandomMapTransform",
     "RangeDataSource",
     "RangeSource",
+    "ReadAheadWarning",
     "ReadOptions",
     "RecordCodecError",
     "RecordIndexError",
