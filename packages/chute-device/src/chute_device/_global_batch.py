@@ -28,8 +28,8 @@ def _is_array_leaf(leaf: Any) -> bool:
 
 def _replicated(target: Sharding) -> Sharding:
     """A sharding holding a whole copy on each of `target`'s devices (for scalars)."""
-    devices = np.array(sorted(target.device_set, key=lambda device: device.id))
-    return NamedSharding(Mesh(devices, ("replica",)), PartitionSpec())
+    devices = np.array(sorted(target.device_set, key=lambda device: int(device.id)))  # type: ignore[attr-defined]
+    return NamedSharding(Mesh(devices, ("replica",)), PartitionSpec())  # type: ignore[no-untyped-call]
 
 
 def put_batch(batch: Any, target: Target) -> Any:
