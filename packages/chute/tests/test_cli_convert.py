@@ -462,3 +462,13 @@ def test_jsonl_conversion_gives_back_every_object(objects, shards):
 
 def test_png_helper_makes_a_png(png_bytes):
     assert png_bytes(2, 2, 0).startswith(b"\x89PNG")
+
+
+def test_a_convert_manifest_nested_too_deeply_is_a_usage_error(tmp_path):
+    from chute._cli_common import CliError
+    from chute._cli_manifest import load_manifest
+
+    path = tmp_path / "manifest.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CliError, match=r"^cannot read the manifest .* pass --overwrite$"):
+        load_manifest(str(path))

@@ -64,7 +64,7 @@ def load_manifest(path: str) -> dict[str, Any] | None:
     try:
         with open(path, encoding="utf-8") as file:
             manifest = json.load(file)
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, RecursionError) as error:  # Recursion: nested too deeply.
         usage_error(f"cannot read the manifest {path!r} ({error}); delete it or pass --overwrite")
     if not isinstance(manifest, dict) or manifest.get("version") != MANIFEST_VERSION:
         usage_error(
