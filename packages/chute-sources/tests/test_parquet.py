@@ -446,10 +446,18 @@ def test_bad_columns_argument(dataset, columns, error):
         ParquetSource(dataset, columns=columns)
 
 
-@pytest.mark.parametrize("cache", [-1, 1.5, True])
-def test_bad_cache_size(dataset, cache):
-    with pytest.raises(ValueError, match="cache_row_groups"):
+@pytest.mark.parametrize(
+    ("cache", "kind", "message"),
+    [
+        (-1, ValueError, "must be >= 0, got -1."),
+        (1.5, TypeError, "must be an int, got float 1.5."),
+        (True, TypeError, "must be an int, got bool True."),
+    ],
+)
+def test_bad_cache_size(dataset, cache, kind, message):
+    with pytest.raises(kind) as caught:
         ParquetSource(dataset, cache_row_groups=cache)
+    assert str(caught.value) == f"ParquetSource: cache_row_groups {message}"
 
 
 def test_schema_mismatch_names_the_first_file_that_differs(dataset, tmp_path):

@@ -9,6 +9,7 @@ from typing import Any
 
 from array_record.python.array_record_module import ArrayRecordWriter
 
+from ._checks import check_int
 from ._codec import encode_record
 from ._errors import RecordCodecError
 from ._paths import PathLike
@@ -73,8 +74,7 @@ def write_array_record(
         >>> list(ArrayRecordSource(paths))
         ['a', 'b', 'c']
     """
-    if not isinstance(num_shards, int) or num_shards < 1:
-        raise ValueError(f"num_shards must be a positive int, got {num_shards!r}")
+    num_shards = check_int(num_shards, "num_shards", "write_array_record", minimum=1)
     if num_shards > 1 and not isinstance(records, Sized):
         raise TypeError(
             "write_array_record needs a sized collection (e.g. a list) to cut records into "

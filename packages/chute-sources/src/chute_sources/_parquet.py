@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._base import Source
+from ._checks import check_int
 from ._parquet_index import ParquetIndex, ParquetPaths, ParquetRecord, table_rows
 from ._parquet_stream import ParquetStream
 from ._paths import display_paths
@@ -78,15 +79,7 @@ class ParquetSource(Source[ParquetRecord]):
         columns: Sequence[str] | None = None,
         cache_row_groups: int = 8,
     ) -> None:
-        if (
-            not isinstance(cache_row_groups, int)
-            or isinstance(cache_row_groups, bool)
-            or cache_row_groups < 0
-        ):
-            raise ValueError(
-                f"ParquetSource: cache_row_groups must be an int >= 0 (0 disables the "
-                f"cache), got {cache_row_groups!r}."
-            )
+        cache_row_groups = check_int(cache_row_groups, "cache_row_groups", "ParquetSource")
         self._index = ParquetIndex(paths, columns, "ParquetSource")
         self._paths_shown = display_paths(paths)
         self._cache_row_groups = cache_row_groups

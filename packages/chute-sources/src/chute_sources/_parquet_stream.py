@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Self
 
+from ._checks import check_int
 from ._errors import InvalidStateError, SourceClosedError
 from ._parquet_index import ParquetIndex, ParquetPaths, ParquetRecord, table_rows
 from ._paths import display_paths
@@ -64,8 +65,7 @@ class ParquetStream:
         columns: Sequence[str] | None = None,
         batch_rows: int = 1024,
     ) -> None:
-        if not isinstance(batch_rows, int) or isinstance(batch_rows, bool) or batch_rows < 1:
-            raise ValueError(f"ParquetStream: batch_rows must be an int >= 1, got {batch_rows!r}.")
+        batch_rows = check_int(batch_rows, "batch_rows", "ParquetStream", minimum=1)
         self._index = ParquetIndex(paths, columns, "ParquetStream")
         self._paths_shown = display_paths(paths)
         self._batch_rows = batch_rows
