@@ -12,12 +12,23 @@ from __future__ import annotations
 from chute_samplers._checks import check_int, check_optional_int, check_seed, check_weights
 
 __all__ = [
+    "check_chunk_size",
     "check_device_buffers",
     "check_int",
     "check_optional_int",
     "check_seed",
     "check_weights",
 ]
+
+
+def check_chunk_size(chunk_size: object) -> int | None:
+    """`mp_prefetch`'s `chunk_size`: None (the default) or an int >= 1.
+
+    Example:
+        >>> check_chunk_size(None), check_chunk_size(8)
+        (None, 8)
+    """
+    return check_optional_int(chunk_size, "chunk_size", "IterDataset.mp_prefetch", minimum=1)
 
 
 def check_device_buffers(cpu_buffer_size: object, device_buffer_size: object) -> tuple[int, int]:

@@ -30,7 +30,7 @@ from chute_transforms import (
     UnbatchIter,
 )
 
-from ._args import check_device_buffers, check_int, check_optional_int, check_weights
+from ._args import check_chunk_size, check_device_buffers, check_int, check_weights
 from ._coerce import as_iter_dataset as _as_iter_dataset
 from ._describe import describe
 from ._factories import (
@@ -404,9 +404,7 @@ class IterDataset(Generic[T]):
                 "Call mp_prefetch first and to_device last."
             )
         chosen = options if options is not None else MultiprocessingOptions()
-        chunk_size = check_optional_int(
-            chunk_size, "chunk_size", "IterDataset.mp_prefetch", minimum=1
-        )
+        chunk_size = check_chunk_size(chunk_size)
         auto_chunk = chunk_size is None
         if chunk_size is None:
             chunk_size = default_chunk_size(self._factory, self._stages)

@@ -167,6 +167,8 @@ class MapDataset(Generic[T]):
     def repeat(self, num_epochs: int | None = None) -> MapDataset[T]:
         """`num_epochs` passes over the dataset (None: endless, length `sys.maxsize`).
 
+        A finite repeat longer than `sys.maxsize` raises `chute.LengthOverflowError`.
+
         Example:
             >>> list(MapDataset.range(2).repeat(3))
             [0, 1, 0, 1, 0, 1]
