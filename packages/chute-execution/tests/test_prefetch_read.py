@@ -440,3 +440,16 @@ def test_the_byte_bound_is_validated_and_shown_when_not_the_default():
     )
     with pytest.raises(ValueError, match=r"^ReadOptions: prefetch_buffer_bytes must be >= 1"):
         ReadOptions(prefetch_buffer_bytes=0)
+
+
+def _after_four(element):
+    return element[0] >= 4
+
+
+def test_elements_are_measured_past_dropped_positions():
+    source = _Recording(64, 2**20)
+    options = ReadOptions(num_threads=2, prefetch_buffer_size=32, prefetch_buffer_bytes=2**22)
+    it = PrefetchReadIter(FilterMap(source, _after_four), options)
+    with pytest.warns(_prefetch_read.ReadAheadWarning, match=r"reading 4 elements ahead"):
+        assert next(it)[0] == 4
+    assert [int(x[0]) for x in it] == list(range(5, 64))

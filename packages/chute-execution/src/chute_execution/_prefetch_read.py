@@ -119,6 +119,7 @@ class PrefetchReadIter(IterNode[T]):
             chunk_size = default_chunk_size(read_options)
         self._chunk_size = check_count(chunk_size, "chunk_size", "PrefetchReadIter", minimum=1)
         self._measured = read_options.prefetch_buffer_bytes is None
+        self._measure_reads = 0
         # Positions in flight ahead of the consumer's chunk, at most.
         self._window = max(read_options.prefetch_buffer_size, self._chunk_size)
         self._chunk: Span[T] = Span(0, [])
@@ -218,9 +219,10 @@ class PrefetchReadIter(IterNode[T]):
     def _measure(self, chunk: Span[T]) -> None:
         """Lowers the read-ahead to `prefetch_buffer_bytes`, measured from `chunk`."""
         elements = [element for element in chunk.elements if element is not DROPPED]
-        if not elements:
-            self._measured = chunk.error is not None or not chunk.elements
-            return  # All dropped: measured on the next chunk.
+        self._measure_reads += 1
+        if not elements:  # All dropped: measured on the next read, up to 4 reads.
+            self._measured = chunk.error is not None or self._measure_reads >= 4
+            return
         self._measured = True
         per_element = max(1, sum(map(element_nbytes, elements)) // len(elements))
         budget = self._options.prefetch_buffer_bytes
