@@ -26,6 +26,7 @@ import chute_sources._parquet as parquet_module
 import chute_sources._parquet_index as parquet_index_module
 import chute_sources._parquet_stream as parquet_stream_module
 from chute_sources._errors import (
+    CorruptRecordError,
     InvalidStateError,
     RecordIndexError,
     RecordKeyTypeError,
@@ -678,3 +679,22 @@ def test_exports_file_lists_the_public_names():
     assert names == ["ParquetSource", "ParquetStream"]
     assert all(name in parquet_module.__all__ for name in names)
     assert os.path.basename(parquet_module.__file__) == "_parquet.py"
+
+
+def test_a_row_that_does_not_convert_names_its_file_and_index_there(tmp_path):
+    good = pa.table({"s": ["a", "b", "c"], "i": [0, 1, 2]})
+    bad_strings = pa.array([b"d", b"\xff\xfe", b"f"], pa.binary()).view(pa.string())
+    first, second = str(tmp_path / "a-0.parquet"), str(tmp_path / "a-1.parquet")
+    pq.write_table(good, first)
+    pq.write_table(pa.table({"s": bad_strings, "i": [3, 4, 5]}), second, row_group_size=1)
+    source = ParquetSource([first, second])
+    for read in (lambda: source[4], lambda: source.__getitems__([0, 5, 4])):
+        with pytest.raises(CorruptRecordError) as caught:
+            read()
+        assert str(caught.value).endswith(
+            f"; in record 1 of the Parquet file {second!r} (record key 4 of the source)"
+        )
+        assert str(caught.value).startswith(
+            f"ParquetSource: {second}, row group 1: a string column holds bytes"
+        )
+    assert source.__getitems__([5, 3]) == [{"s": "f", "i": 5}, {"s": "d", "i": 3}]

@@ -15,9 +15,11 @@ import numpy as np
 
 from ._base import Source
 from ._checks import check_int
+from ._errors import CorruptRecordError
 from ._parquet_index import ParquetIndex, ParquetPaths, ParquetRecord, table_rows
 from ._parquet_stream import ParquetStream
 from ._paths import display_paths
+from ._record_errors import located
 
 __all__ = ["ParquetRecord", "ParquetSource", "ParquetStream"]
 
@@ -114,7 +116,10 @@ class ParquetSource(Source[ParquetRecord]):
         group = self._index.locate(index)
         table = self._row_group(group)
         row = index - int(self._index.starts[group])
-        return table_rows(table.slice(row, 1), self._where(group))[0]
+        try:
+            return table_rows(table.slice(row, 1), self._where(group))[0]
+        except CorruptRecordError as error:
+            raise self._located(error, group, table, [row], [index]) from error
 
     def _read_many(self, indices: Sequence[int]) -> list[ParquetRecord]:
         keys = np.asarray(indices, dtype=np.int64)
@@ -128,10 +133,29 @@ class ParquetSource(Source[ParquetRecord]):
         for positions in np.split(order, boundaries):
             table = self._row_group(int(groups[positions[0]]))
             group = int(groups[positions[0]])
-            taken = table_rows(table.take(rows[positions]), self._where(group))
+            try:
+                taken = table_rows(table.take(rows[positions]), self._where(group))
+            except CorruptRecordError as error:
+                chosen = rows[positions].tolist()
+                raise self._located(
+                    error, group, table, chosen, keys[positions].tolist()
+                ) from error
             for position, record in zip(positions.tolist(), taken, strict=True):
                 records[position] = record
         return records
+
+    def _located(
+        self, error: CorruptRecordError, group: int, table: Any, rows: list[int], keys: list[int]
+    ) -> Exception:
+        """`error` naming the first of `rows` (of row group `group`) that does not convert."""
+        file, local = int(self._index.group_file[group]), int(self._index.group_local[group])
+        before = sum(self._index.row_group_rows[file][:local])  # Rows of the file before.
+        for row, key in zip(rows, keys, strict=True):
+            try:
+                table.slice(row, 1).to_pylist()
+            except UnicodeDecodeError:
+                return located(error, "Parquet", self._index.files[file], before + row, key)
+        return error
 
     def _where(self, group: int) -> str:
         file = self._index.files[int(self._index.group_file[group])]
