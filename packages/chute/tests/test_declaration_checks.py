@@ -15,7 +15,7 @@ from typing import Any
 import jax
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import chute
@@ -106,6 +106,7 @@ def test_an_integer_out_of_range_is_refused_naming_the_method_and_argument(
 
 
 @pytest.mark.parametrize(("owner", "name", "low", "high", "declare"), INTEGER_ARGUMENTS, ids=IDS)
+@settings(deadline=None, max_examples=30)  # The first to_device starts jax's backend.
 @given(data=st.data())
 def test_python_and_numpy_integers_in_range_are_accepted(owner, name, low, high, declare, data):
     value = data.draw(st.integers(low, high))
