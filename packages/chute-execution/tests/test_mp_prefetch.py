@@ -89,10 +89,13 @@ def test_a_killed_worker_raises_within_seconds():
     assert time.monotonic() - start < 5 + 10  # Startup included; detection polls every 50 ms.
 
 
-def test_unpicklable_pipelines_fail_at_once_with_a_hint():
-    ds = chute.MapDataset.range(4).to_iter_dataset().map(lambda x: x)
-    with pytest.raises(TypeError, match=r"cannot be pickled.*module-level functions"):
-        next(iter(ds.mp_prefetch(MultiprocessingOptions(num_workers=1))))
+def test_lambdas_travel_to_workers_and_unpicklable_pipelines_fail_at_once_with_a_hint():
+    ds = chute.MapDataset.range(4).to_iter_dataset().map(lambda x: x * 10)
+    assert list(ds.mp_prefetch(MultiprocessingOptions(num_workers=1))) == [0, 10, 20, 30]
+    held = __import__("threading").Lock()
+    ds = chute.MapDataset.range(4).to_iter_dataset().map(lambda x: (held, x)[1])
+    with pytest.raises(TypeError, match=r"cannot be sent to worker processes.*in the worker"):
+        iter(ds.mp_prefetch(MultiprocessingOptions(num_workers=1)))
 
 
 def test_streams_that_are_not_position_based_are_refused():

@@ -1,7 +1,9 @@
-"""Workers skip the consumer's main script unless they need something defined in it.
+"""Workers never run the consumer's main script, wherever the user's code is written.
 
 A training script imports jax at the top; if every worker ran it again (as `spawn`
-and `forkserver` children do), every worker would import jax.
+and `forkserver` children do), every worker would import jax, and a script without an
+`if __name__ == "__main__":` guard would start workers from its workers. Code defined
+in the script (or in `python -c`, or read from stdin) travels to the workers by value.
 """
 
 import subprocess
@@ -9,45 +11,79 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+# No main guard, on purpose: a script as a new user writes it.
 SCRIPT = """
-import os, sys
+import dataclasses, os, sys
 if __name__ == "__mp_main__":  # This script, run again inside a worker.
     open(os.path.join({folder!r}, f"imported-by-{{os.getpid()}}"), "w").close()
 
+import jax  # A training script: jax first.
 import chute
-from operator import pos
+
+
+@dataclasses.dataclass
+class Scaled:
+    value: int
+    jax_in_worker: bool
+
 
 def plus_one(x):
     return x + 1
 
-if __name__ == "__main__":
-    fn = plus_one if sys.argv[1] == "main" else pos
-    ds = chute.MapDataset.range(200).to_iter_dataset().map(fn)
-    ds = ds.mp_prefetch(chute.MultiprocessingOptions(num_workers=2), chunk_size=16)
-    print(sum(ds), "jax" in sys.modules)
+
+factor = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+scale = lambda x: Scaled(x * factor, "jax" in sys.modules)  # A closure over a global.
+
+
+def note_start(worker, num_workers):
+    if "jax" in sys.modules:
+        raise RuntimeError(f"worker {{worker}} has jax loaded")
+
+
+ds = chute.MapDataset.range(200).to_iter_dataset().map(plus_one).map(scale)
+ds = ds.mp_prefetch(chute.MultiprocessingOptions(num_workers=2), note_start, chunk_size=16)
+out = list(ds)
+print(
+    sum(x.value for x in out),
+    type(out[0]) is Scaled,
+    any(x.jax_in_worker for x in out),
+    "jax" in sys.modules,
+)
 """
 
+EXPECTED = f"{3 * sum(range(1, 201))} True False True"
 
-def run(tmp_path: Path, which: str) -> tuple[str, list[str]]:
-    script = tmp_path / "train.py"
+
+def _imported(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.glob("imported-by-*"))
+
+
+def _check(done: subprocess.CompletedProcess[str], folder: Path) -> None:
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == EXPECTED
+    assert _imported(folder) == []
+
+
+@pytest.mark.slow
+def test_a_script_without_main_guard_runs_its_own_code_in_workers(tmp_path):
+    script = tmp_path / "guide.py"
     script.write_text(textwrap.dedent(SCRIPT.format(folder=str(tmp_path))))
     done = subprocess.run(
-        [sys.executable, str(script), which], capture_output=True, text=True, timeout=120
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
     )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip(), sorted(p.name for p in tmp_path.glob("imported-by-*"))
+    _check(done, tmp_path)
 
 
-def test_workers_do_not_run_the_main_script_when_transforms_live_in_modules(tmp_path):
-    output, imported = run(tmp_path, "module")
-    assert output == f"{sum(range(200))} False"
-    assert imported == []
-
-
-def test_workers_run_the_main_script_when_a_transform_lives_there(tmp_path):
-    output, imported = run(tmp_path, "main")
-    assert output == f"{sum(range(1, 201))} False"
-    assert len(imported) == 2  # Each of the two workers imported it to find plus_one.
+@pytest.mark.slow
+def test_python_dash_c_and_stdin_run_their_own_code_in_workers(tmp_path):
+    code = textwrap.dedent(SCRIPT.format(folder=str(tmp_path)))
+    for args, stdin in (([sys.executable, "-c", code], None), ([sys.executable, "-"], code)):
+        done = subprocess.run(
+            args, input=stdin, capture_output=True, text=True, timeout=120, cwd=tmp_path
+        )
+        _check(done, tmp_path)
 
 
 PROBE = """

@@ -32,6 +32,10 @@ from ._mp_prefetch import WorkerError as WorkerError
 from ._prefetch_read import PrefetchReadIter as PrefetchReadIter
 from ._read_options import ReadAheadWarning as ReadAheadWarning
 from ._read_options import ReadOptions as ReadOptions
+from ._shipping import ShippingError as ShippingError
+from ._shipping import importable_in_workers as importable_in_workers
+from ._shipping import ship as ship
+from ._shipping import unship as unship
 from ._thread_prefetch import ThreadPrefetchIter as ThreadPrefetchIter
 from ._worker_pool import WorkerDiedError as WorkerDiedError
 from ._worker_pool import WorkerTimeoutError as WorkerTimeoutError
@@ -47,9 +51,13 @@ __all__ = [
     "PrefetchReadIter",
     "ReadAheadWarning",
     "ReadOptions",
+    "ShippingError",
     "ThreadPrefetchIter",
     "WorkerDiedError",
     "WorkerError",
     "WorkerTimeoutError",
+    "importable_in_workers",
     "pick_performance_config",
+    "ship",
+    "unship",
 ]

@@ -267,6 +267,8 @@ class ChunkPlan:
             None: all of them. The others raise, as after a `skip_errors` stage.
         timed: time each stage (the reader and every op) and report it in the result's
             `times`, for per-stage statistics of work done in workers.
+        names: what the user calls the stages (the reader, then each op), for messages;
+            empty: named after their classes.
 
     Example:
         >>> from chute_transforms import FilterIter, MapIter
@@ -284,12 +286,31 @@ class ChunkPlan:
     skip_errors: bool = False
     covered: int | None = None
     timed: bool = False
+    names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_dataset(self.dataset, "ChunkPlan")
         check_count(self.chunk_size, "chunk_size", "ChunkPlan", minimum=1)
         check_count(self.read_threads, "read_threads", "ChunkPlan")
         object.__setattr__(self, "ops", tuple(self.ops))
+        object.__setattr__(self, "names", tuple(self.names))
+
+    def parts(self) -> list[tuple[str, Any]]:
+        """The plan's stages as `(name, what it holds)`: the dataset, then each op's function.
+
+        Example:
+            >>> from chute_transforms import MapIter
+            >>> plan = ChunkPlan(range(3), [(MapIter, (abs,), {})], 2, names=("src", "map(abs)"))
+            >>> plan.parts()
+            [('src', range(0, 3)), ('map(abs)', <built-in function abs>)]
+        """
+        names = list(self.names)
+        if len(names) != len(self.ops) + 1:
+            names = [type(self.dataset).__name__, *(op.__name__ for op, _, _ in self.ops)]
+        parts: list[tuple[str, Any]] = [(names[0], self.dataset)]
+        for name, (_, args, kwargs) in zip(names[1:], self.ops, strict=True):
+            parts.append((name, args[0] if len(args) == 1 and not kwargs else (args, kwargs)))
+        return parts
 
     @property
     def num_chunks(self) -> int:

@@ -95,6 +95,12 @@ def _element(pair: tuple[int, Any]) -> Any:
     return pair[1]
 
 
+def _operation_name(number: int, op: object) -> str:
+    """How messages name `operations[number]`, e.g. `operations[0] (Normalize)`."""
+    name = getattr(op, "__name__", None)
+    return f"operations[{number}] ({name if isinstance(name, str) else type(op).__name__})"
+
+
 class DataLoader:
     """Reads records in the order a sampler says, transforms them, on worker processes.
 
@@ -155,7 +161,10 @@ class DataLoader:
                 f"{type(read_options).__name__} {read_options!r}."
             )
         self.data_source, self.sampler = data_source, sampler
-        self.options = MultiprocessingOptions(worker_count, worker_buffer_size)
+        self.options = MultiprocessingOptions(
+            check_count(worker_count, "worker_count", "DataLoader"),
+            check_count(worker_buffer_size, "worker_buffer_size", "DataLoader", minimum=1),
+        )
         self.read_options = read_options
         self.chunk_size = check_count(chunk_size, "chunk_size", "DataLoader", minimum=1)
         if error_budget is not None and not isinstance(error_budget, ErrorBudget):
@@ -167,6 +176,14 @@ class DataLoader:
         self._seed = 0 if sampler.seed is None else sampler.seed
         self._chunk_ops, self._tail = self._compile(list(operations))
         self._operations = tuple(operations)
+        self._chunk_names = (
+            "data_source",
+            *(
+                _operation_name(n, op)
+                for n, op in enumerate(operations[: len(self._chunk_ops) - 1])
+            ),
+            "DataLoader",
+        )
 
     def _compile(self, operations: list[Any]) -> tuple[list[StreamOp], list[StreamOp]]:
         chunk_ops: list[StreamOp] = []
@@ -206,14 +223,16 @@ class DataLoader:
             self._chunk_ops,
             self.chunk_size,
             read_threads,
+            names=self._chunk_names,
         )
         iterator: Any
+        caller = f"DataLoader(worker_count={self.options.num_workers})"
         if self.error_budget is None:
-            iterator = MultiprocessPrefetchIter(plan, self.options)
+            iterator = MultiprocessPrefetchIter(plan, self.options, caller=caller)
         else:
             options = self.options
             iterator = SkipErrorsIter(
-                lambda: MultiprocessPrefetchIter(plan, options), self.error_budget
+                lambda: MultiprocessPrefetchIter(plan, options, caller=caller), self.error_budget
             )
         for op, args, kwargs in self._tail:
             iterator = op(iterator, *args, **kwargs)

@@ -30,6 +30,7 @@ from chute_sources._shm import reclaim_orphaned_segments
 from ._chunk_plan import ChunkPlan, ChunkResult, Skip, outputs_before
 from ._leases import LeaseBook, default_budget
 from ._mp_options import MultiprocessingOptions
+from ._shipping import ship
 from ._transport_codec import SlabMessage
 from ._transport_reader import SlabReader
 from ._worker import WorkerFailure
@@ -78,9 +79,11 @@ class MultiprocessPrefetchIter(IterNode[Any]):
     """Runs a `ChunkPlan` on worker processes and yields its outputs in order.
 
     Args:
-        plan: the chunked pipeline (pickled once for the workers).
+        plan: the chunked pipeline (shipped once for the workers, when this iterator
+            is made: what cannot travel to a worker is refused here, before any starts).
         options: workers and how many chunks each may work ahead.
         worker_init_fn: called as `fn(worker_index, num_workers)` in each worker first.
+        caller: what the user called, to start error messages with.
 
     Results come back through each worker's shared-memory slabs: array bytes are never
     pickled. Large arrays (a result with 1 MiB of them or more) reach the user as
@@ -105,10 +108,11 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         plan: ChunkPlan,
         options: MultiprocessingOptions,
         worker_init_fn: Callable[[int, int], Any] | None = None,
+        caller: str = "mp_prefetch",
     ) -> None:
         self._plan = plan
         self._options = options
-        self._init_fn = worker_init_fn
+        self._caller = caller
         self._resources = _Resources()
         self._leases = LeaseBook(default_budget())
         self._pool_serial = 0
@@ -130,6 +134,12 @@ class MultiprocessPrefetchIter(IterNode[Any]):
             self._plan = dataclasses.replace(plan, skip_errors=True)
             self._stages = plan.count_stages()
             self._first_stage = self._ledger.register(self._stages)
+        self._shipped: tuple[bytes, bytes | None] | None = None
+        if options.num_workers:
+            init = None
+            if worker_init_fn is not None:
+                init = ship(worker_init_fn, [("worker_init_fn", worker_init_fn)], caller)
+            self._shipped = (ship(self._plan, self._plan.parts(), caller), init)
 
     # --- the stream -------------------------------------------------------------------
 
@@ -365,7 +375,9 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         resources = self._resources
         if resources.pool is None or resources.pool.closed:
             resources.release()
-            resources.pool = WorkerPool(self._plan, self._options, self._init_fn)
+            assert self._shipped is not None
+            plan, init = self._shipped
+            resources.pool = WorkerPool(plan, self._options, init, self._caller)
             resources.reader = SlabReader()
             self._pool_serial += 1
             self._in_flight = [collections.deque() for _ in range(self._options.num_workers)]

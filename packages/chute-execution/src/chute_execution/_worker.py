@@ -1,6 +1,6 @@
 """The worker process: runs chunks of a `ChunkPlan` and sends their outputs back.
 
-A worker receives the pickled plan once, then task messages `("task", generation,
+A worker receives the shipped plan once, then task messages `("task", generation,
 chunk, replay)` on its connection (`replay`: elements of the chunk an error budget
 skipped before a restore), and answers each with `("ok", generation, chunk, message)`
 (a `SlabMessage`: the arrays are in the worker's shared-memory slabs) or
@@ -22,12 +22,12 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
 from chute_sources._shm import remove_own_segments
 
+from ._shipping import unship
 from ._transport_writer import SlabWriter
 
 __all__ = ["WorkerFailure", "worker_main"]
@@ -122,15 +122,32 @@ def _run(plan: Any, chunk: int, writer: SlabWriter, replay: Any) -> Any:
     return writer.write(result, arena=arena)
 
 
+def _load(data: bytes, what: str, worker: int) -> Any:
+    """`unship(data)`; a failure says that worker `worker` could not load `what`."""
+    try:
+        return unship(data)
+    except BaseException as error:
+        error.add_note(
+            f"chute: worker {worker} could not load {what} sent to it. What a worker can "
+            "import travels by reference (its module and name): the module must be "
+            "installed or on sys.path in the workers too."
+        )
+        raise
+
+
 def worker_main(
     worker: int,
     connection: Connection,
     plan_bytes: bytes,
-    init_fn: Callable[[int, int], Any] | None,
+    init_bytes: bytes | None,
     num_workers: int,
     num_slabs: int,
 ) -> None:
     """The body of worker process `worker` (a spawn target: module-level, importable).
+
+    Everything it is started with is plain data: the plan and the init function come
+    shipped (`ship`) and are loaded here, so a failure to load them is reported to the
+    consumer like any other error, with this worker's traceback.
 
     Results travel through this worker's shared-memory slabs (`SlabWriter`): array
     bytes are copied there, and only a small message goes through the connection. The
@@ -141,9 +158,14 @@ def worker_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _keep_freed_memory()
     try:
-        if init_fn is not None:
-            init_fn(worker, num_workers)
-        plan = pickle.loads(plan_bytes)
+        if init_bytes is not None:
+            init_fn = _load(init_bytes, "worker_init_fn", worker)
+            try:
+                init_fn(worker, num_workers)
+            except BaseException as error:
+                error.add_note(f"chute: raised by worker_init_fn({worker}, {num_workers})")
+                raise
+        plan = _load(plan_bytes, "the pipeline", worker)
     except BaseException as error:
         connection.send(("error", -1, -1, WorkerFailure(error, -1, worker)))
         return

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import pickle
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -37,19 +36,15 @@ _STARTING = threading.Lock()
 
 
 @contextlib.contextmanager
-def _main_module_skipped(skip: bool) -> Iterator[None]:
+def _without_main_script() -> Iterator[None]:
     """While starting workers, leaves the consumer's main script out of their start-up.
 
     `spawn` and `forkserver` children run the parent's main script again (as
-    `__mp_main__`) so that objects pickled from it can be found. A training script
-    usually imports jax, so every worker would import jax too: seconds of start-up,
-    and what the design forbids. When nothing a worker receives refers to `__main__`
-    (transforms live in modules), that re-import is skipped; when something does, it
-    stays, since the worker needs it.
+    `__mp_main__`) so that objects pickled from it can be found by name. chute sends
+    such objects by value instead (see `ship`), so a worker never runs the user's
+    script: no `if __name__ == "__main__":` guard is needed, and a script that imports
+    jax at its top level does not make every worker import jax.
     """
-    if not skip:
-        yield
-        return
     from multiprocessing import spawn
 
     original = spawn.get_preparation_data
@@ -66,11 +61,6 @@ def _main_module_skipped(skip: bool) -> Iterator[None]:
             yield
         finally:
             spawn.get_preparation_data = original
-
-
-def _needs_main(plan_bytes: bytes, init_fn: Any) -> bool:
-    """Whether the pickled plan or the init function may refer to the main script."""
-    return b"__main__" in plan_bytes or getattr(init_fn, "__module__", None) == "__main__"
 
 
 def start_method_context(method: str) -> Any:
@@ -122,6 +112,12 @@ class WorkerTimeoutError(WorkerDiedError):
     """
 
 
+def _killed_by_sigkill(process: BaseProcess) -> bool:
+    import signal
+
+    return process.exitcode == -signal.SIGKILL
+
+
 def _describe_exit(process: BaseProcess) -> str:
     code = process.exitcode
     if code is None:
@@ -158,34 +154,36 @@ def _shutdown(processes: list[BaseProcess], connections: list[Connection]) -> No
 
 
 class WorkerPool:
-    """`num_workers` processes running chunks of one pickled plan.
+    """`num_workers` processes running chunks of one shipped plan.
 
-    Started with spawn (or forkserver), never fork. The plan is pickled once, here, so
-    an unpicklable pipeline fails at once with a clear error. `close()` stops the
-    workers (politely, then by signal); it also runs when the pool is garbage
-    collected or the interpreter exits.
+    Started with spawn (or forkserver), never fork, and never running the consumer's
+    main script. The plan and the init function come already shipped (`ship`), so
+    everything a worker receives at start is bytes: whatever fails to load fails in
+    the worker's own code, which reports it. `close()` stops the workers (politely,
+    then by signal); it also runs when the pool is garbage collected or the
+    interpreter exits.
+
+    Args:
+        plan: the shipped plan (`ship(plan)`).
+        options: how many workers, how they start, how long they may take.
+        init_fn: the shipped `worker_init_fn` (`ship(fn)`), or None.
+        caller: what the user called, for error messages (`mp_prefetch`,
+            `DataLoader(worker_count=2)`).
     """
 
     def __init__(
         self,
-        plan: Any,
+        plan: bytes,
         options: MultiprocessingOptions,
-        init_fn: Callable[[int, int], Any] | None = None,
+        init_fn: bytes | None = None,
+        caller: str = "mp_prefetch",
     ) -> None:
-        try:
-            plan_bytes = pickle.dumps(plan)
-        except Exception as error:
-            raise TypeError(
-                f"mp_prefetch: the pipeline cannot be pickled to send it to worker processes "
-                f"({error}). Use module-level functions or classes for transforms, not "
-                "lambdas or local functions, and sources that pickle."
-            ) from error
+        self.caller = caller
         context = start_method_context(options.start_method)
         self.num_workers = options.num_workers
         self.timeout = options.worker_timeout
         self.processes: list[BaseProcess] = []
         self.connections: list[Connection] = []
-        skip_main = not _needs_main(plan_bytes, init_fn)
         try:
             for worker in range(self.num_workers):
                 ours, theirs = context.Pipe(duplex=True)
@@ -194,7 +192,7 @@ class WorkerPool:
                     args=(
                         worker,
                         theirs,
-                        plan_bytes,
+                        plan,
                         init_fn,
                         self.num_workers,
                         options.per_worker_buffer_size + 1,
@@ -202,7 +200,7 @@ class WorkerPool:
                     name=f"chute-worker-{worker}",
                     daemon=True,
                 )
-                with _main_module_skipped(skip_main):
+                with _without_main_script():
                     process.start()
                 theirs.close()
                 self.processes.append(process)
@@ -229,9 +227,10 @@ class WorkerPool:
                 process.terminate()  # Stuck in user code: it would not read a stop message.
                 self.close()
                 raise WorkerTimeoutError(
-                    f"chute worker {worker} (pid {pid}) took more than {self.timeout} s "
-                    f"{doing}; it looks stuck (a transform that never returns?). The workers "
-                    "were stopped; the iterator can be restored from its last state."
+                    f"{self.caller}: chute worker {worker} (pid {pid}) took more than "
+                    f"{self.timeout} s {doing}; it looks stuck (a transform that never "
+                    "returns?). The workers were stopped; the iterator can be restored from its "
+                    "last state."
                 )
             try:
                 if connection.poll(_POLL_SECONDS):
@@ -246,10 +245,16 @@ class WorkerPool:
     def _died(self, worker: int, doing: str) -> WorkerDiedError:
         process = self.processes[worker]
         process.join(0.5)
+        advice = (
+            "If it ran out of memory (the kernel's OOM killer sends SIGKILL), use fewer "
+            "workers or a smaller per_worker_buffer_size; "
+            if _killed_by_sigkill(process)
+            else "Its own error output (above, on stderr) says why; "
+        )
         return WorkerDiedError(
-            f"chute worker {worker} (pid {process.pid}) {_describe_exit(process)} {doing}. "
-            "If it ran out of memory, use fewer workers or smaller per_worker_buffer_size; "
-            "the iterator can be restored from its last state."
+            f"{self.caller}: chute worker {worker} (pid {process.pid}) "
+            f"{_describe_exit(process)} {doing}. {advice}the iterator can be restored from "
+            "its last state."
         )
 
     def close(self) -> None:

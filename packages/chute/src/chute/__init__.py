@@ -17,6 +17,7 @@ from chute_execution import MultiprocessingOptions as MultiprocessingOptions
 from chute_execution import PerformanceConfig as PerformanceConfig
 from chute_execution import ReadAheadWarning as ReadAheadWarning
 from chute_execution import ReadOptions as ReadOptions
+from chute_execution import ShippingError as ShippingError
 from chute_execution import WorkerDiedError as WorkerDiedError
 from chute_execution import WorkerError as WorkerError
 from chute_execution import WorkerTimeoutError as WorkerTimeoutError
@@ -166,6 +167,7 @@ __all__ = [
     "ShardOptions",
     "SharedMemoryError",
     "SharedMemorySource",
+    "ShippingError",
     "SkippedElement",
     "SourceFileError",
     "SourceFileNotFoundError",

@@ -255,10 +255,11 @@ def split_for_workers(factory: Factory, chunk_size: int) -> Split:
     while split < len(ops) and ops[split][0] in _ELEMENTWISE:
         split += 1
     covered = None if at is None else min(at, split)
-    plan = ChunkPlan(factory.node, ops[:split], chunk_size, covered=covered)
-    skip = None if at is None else (skips[0].budget, max(0, at - split), skips[0].name)
     names.reverse()
-    return Split(plan, ops[split:], skip, ("to_iter_dataset()", *names[:split]))
+    shown = ("to_iter_dataset()", *names[:split])
+    plan = ChunkPlan(factory.node, ops[:split], chunk_size, covered=covered, names=shown)
+    skip = None if at is None else (skips[0].budget, max(0, at - split), skips[0].name)
+    return Split(plan, ops[split:], skip, shown)
 
 
 class MixFactory:

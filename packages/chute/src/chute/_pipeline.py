@@ -53,6 +53,8 @@ def stage(name: str, **params: Any) -> Stage:
 def _show(value: Any) -> str:
     if callable(value) and not isinstance(value, type):
         return show_fn(value)
+    if type(value).__repr__ is object.__repr__:  # A transform object: its class, no address.
+        return type(value).__name__
     return repr(value)
 
 
