@@ -53,7 +53,7 @@ def stage(name: str, **params: Any) -> Stage:
 def _show(value: Any) -> str:
     if callable(value) and not isinstance(value, type):
         return show_fn(value)
-    if type(value).__repr__ is object.__repr__:  # A transform object: its class, no address.
+    if getattr(type(value), "__repr__", None) is object.__repr__:  # A transform: no address.
         return type(value).__name__
     return repr(value)
 
