@@ -86,6 +86,27 @@ def _watch_parent(writer: SlabWriter, exiting: threading.Lock) -> None:
     threading.Thread(target=watch, name="chute-parent-watch", daemon=True).start()
 
 
+def _exit_cleanly_on_sigterm(writer: SlabWriter, exiting: threading.Lock) -> None:
+    """Frees this worker's shared memory and exits when it is sent SIGTERM.
+
+    A Jupyter kernel that is shut down or restarted has its whole process group
+    terminated, workers included, often before the kernel's own clean-up has run: a
+    worker then frees its slabs itself, as when it sees its consumer die. If the main
+    thread is already closing the writer (it holds `exiting`), that finishes the job.
+    """
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        if not exiting.acquire(blocking=False):
+            return  # The main thread is closing the writer and exits right after.
+        try:
+            writer.close()
+            remove_own_segments()
+        finally:
+            os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters.
 _HEAP_KEEPS = 256 * 2**20
 
@@ -195,6 +216,7 @@ def worker_main(
     writer = SlabWriter(num_slabs, wait_for_release=wait_for_release)
     exiting = threading.Lock()
     _watch_parent(writer, exiting)
+    _exit_cleanly_on_sigterm(writer, exiting)
     try:
         while not stop:
             if not tasks:
