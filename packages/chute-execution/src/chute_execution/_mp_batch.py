@@ -22,9 +22,10 @@ from chute_sources import InvalidStateError, IteratorState
 from chute_transforms import batch_elements, batch_rows, concat_batches, pad_batch, slice_batch
 
 from ._checks import check_count
-from ._chunk_plan import ChunkPlan, Unstacked
+from ._chunk_plan import ChunkPlan, Unstacked, outputs_before
 from ._mp_options import MultiprocessingOptions
 from ._mp_prefetch import MultiprocessPrefetchIter
+from ._worker_pool import WorkerDiedError, WorkerTimeoutError
 
 __all__ = ["MultiprocessBatchIter"]
 
@@ -61,9 +62,9 @@ class MultiprocessBatchIter(IterNode[Any]):
         if drop_remainder and pad:
             raise ValueError("MultiprocessBatchIter: drop_remainder and pad contradict.")
         self._drop_remainder, self._pad = drop_remainder, pad
-        self._chunks = MultiprocessPrefetchIter(
-            dataclasses.replace(plan, stack=True), options, worker_init_fn
-        )
+        self._plan = dataclasses.replace(plan, stack=True)
+        self._chunks = MultiprocessPrefetchIter(self._plan, options, worker_init_fn)
+        self._failure: Exception | None = None  # Of the loaded chunk, after its last row.
         self._num_chunks = plan.num_chunks
         self._chunk, self._offset = 0, 0
         self._cached: tuple[int, Any, int, list[Any]] | None = None
@@ -71,7 +72,16 @@ class MultiprocessBatchIter(IterNode[Any]):
 
     def _load(self, chunk: int) -> tuple[Any, int, list[Any]]:
         if self._cached is None or self._cached[0] != chunk:
-            stacked, origins, skips, _ = self._chunks._result(chunk)
+            self._failure = None
+            try:
+                stacked, origins, skips, _ = self._chunks._result(chunk)
+            except (WorkerDiedError, WorkerTimeoutError, InvalidStateError):
+                raise
+            except Exception as error:
+                # The rows before the failure are handed out first, as without workers.
+                replay = self._chunks.replay_for(chunk)
+                outputs, origins, skips, _ = outputs_before(self._plan, chunk, error, replay)
+                stacked, self._failure = Unstacked(outputs), error
             if stacked is None:
                 rows = 0
             else:
@@ -107,6 +117,9 @@ class MultiprocessBatchIter(IterNode[Any]):
                     pieces.append(slice_batch(stacked, offset, offset + take))
                 offset += take
                 need -= take
+            if offset == rows and need and self._failure is not None:
+                self._charge(rows)
+                raise self._failure  # The batch it falls in is lost, as with BatchIter.
             if offset == rows and (need or self._chunks._skip_at > rows):
                 self._charge(rows)  # Skips after its last row, when more rows are needed.
                 chunk, offset = chunk + 1, 0

@@ -367,7 +367,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
             where = f"chute: raised while starting worker {failure.worker}:\n{failure.traceback}"
         error = failure.exception()
         if error is None:
-            error = WorkerError(f"{failure.type_name}: {failure.message}")
+            error = failure.stand_in(WorkerError)
         error.add_note(where)
         return error
 

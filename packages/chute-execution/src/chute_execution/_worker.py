@@ -42,6 +42,11 @@ class WorkerFailure:
         self.traceback = "".join(traceback.format_exception(error))
         self.chunk = chunk
         self.worker = worker
+        # What the consumer needs even when the exception itself cannot travel: its
+        # notes (the stage and the position) and how many outputs came before it.
+        self.notes = [str(note) for note in getattr(error, "__notes__", ())]
+        before = getattr(error, "chute_outputs_before", None)
+        self.outputs_before = before if isinstance(before, int) else None
         try:
             self.pickled: bytes | None = pickle.dumps(error)
             pickle.loads(self.pickled)
@@ -49,13 +54,26 @@ class WorkerFailure:
             self.pickled = None
 
     def exception(self) -> BaseException | None:
-        """The original exception, rebuilt, or None if it could not travel."""
+        """The original exception, rebuilt, or None if it could not travel (see `stand_in`)."""
         if self.pickled is None:
             return None
         try:
             error: BaseException = pickle.loads(self.pickled)
         except Exception:
             return None
+        return error
+
+    def stand_in(self, error_type: type[BaseException]) -> BaseException:
+        """An `error_type` for an exception that could not be rebuilt here.
+
+        It carries the original type name and message, the original's notes, and how
+        many outputs of the chunk came before it (so that those are handed out first).
+        """
+        error = error_type(f"{self.type_name}: {self.message}")
+        for note in self.notes:
+            error.add_note(note)
+        if self.outputs_before is not None:
+            error.chute_outputs_before = self.outputs_before  # type: ignore[attr-defined]
         return error
 
 

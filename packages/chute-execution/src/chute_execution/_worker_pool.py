@@ -211,11 +211,17 @@ class WorkerPool:
         self._finalizer = weakref.finalize(self, _shutdown, self.processes, self.connections)
 
     def send(self, worker: int, task: Any) -> None:
-        """Sends a task to `worker`."""
+        """Sends a task to `worker`; if it is gone, the next `receive` from it says why.
+
+        A worker that could not start reports why, then exits: a task sent meanwhile
+        finds the pipe closed. What the worker sent before it exited is still to be
+        read, so `receive` reports it first (and the death only if there is nothing).
+        """
         try:
             self.connections[worker].send(task)
         except (OSError, ValueError) as error:
-            raise self._died(worker, "while receiving a task") from error
+            if self.closed:
+                raise self._died(worker, "while receiving a task") from error
 
     def receive(self, worker: int, doing: str) -> Any:
         """Waits for the next message of `worker`; raises `WorkerDiedError` if it died."""
