@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 
+from chute_execution.testing import answers_ctrl_c
 from chute_sources._shm import SHM_PREFIX, reclaim_orphaned_segments, shm_dir
 
 BOUND = 10.0  # Seconds within which each outcome must happen; generous, not a speed check.
@@ -119,6 +120,7 @@ class Consumer:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=new_session,
+            preexec_fn=answers_ctrl_c,  # Also when the test run ignores SIGINT.
         )
         info = json.loads(self.line())
         self.pid: int = info["pid"]

@@ -23,6 +23,7 @@ from chute._cli import main
 from chute._cli_common import CliError, first_difference
 from chute._cli_convert import shard_bounds
 from chute._cli_inputs import ImageFolderSource, JsonLinesSource
+from chute_execution.testing import answers_ctrl_c
 
 SHARDS = [f"train-0000{i}-of-00004.array_record" for i in range(4)]
 
@@ -160,6 +161,7 @@ def _start_blocked(tmp_path, args, block_at):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=answers_ctrl_c,  # Also when the test run ignores SIGINT.
     )
     deadline = time.monotonic() + 120
     while not marker.exists():
@@ -202,8 +204,13 @@ def test_resume_after_sigkill_mid_shard_equals_an_uninterrupted_conversion(
 def test_ctrl_c_exits_130_and_the_rerun_resumes(run_chute, parquet_file, tmp_path):
     args = ["convert", parquet_file, tmp_path / "train", "--shards", "4"]
     process = _start_blocked(tmp_path, args, block_at=800)  # Shard 1 (500..1000), its 2nd chunk.
-    process.send_signal(signal.SIGINT)
-    _stdout, stderr = process.communicate(timeout=60)
+    try:
+        process.send_signal(signal.SIGINT)
+        _stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:  # Never leave it running, whatever failed.
+            process.kill()
+            process.communicate()
     assert process.returncode == 130
     assert stderr == (
         "chute convert: error: interrupted; 1 of 4 shards are complete, rerun the same "

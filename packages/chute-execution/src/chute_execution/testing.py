@@ -29,7 +29,27 @@ __all__ = [
     "Remainder",
     "Repeat",
     "SleepAt",
+    "answers_ctrl_c",
 ]
+
+
+def answers_ctrl_c() -> None:
+    """A `preexec_fn` for a test's subprocess that must answer Ctrl-C (SIGINT).
+
+    A process started with SIGINT ignored (`nohup pytest &`, some CI runners) passes
+    that on to the programs it starts, and Python then never raises
+    `KeyboardInterrupt` in them. A test of Ctrl-C sets the disposition its child needs:
+    the default, which Python turns into `KeyboardInterrupt`.
+
+    Example:
+        >>> import subprocess, sys
+        >>> code = "import signal; print(signal.getsignal(signal.SIGINT).__name__)"
+        >>> done = subprocess.run([sys.executable, "-c", code], preexec_fn=answers_ctrl_c,
+        ...                       capture_output=True, text=True)
+        >>> done.stdout.strip()
+        'default_int_handler'
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class FailAt:

@@ -1,0 +1,39 @@
+"""The Ctrl-C tests pass when the test run itself ignores SIGINT (`nohup pytest &`).
+
+Such a run passes SIGINT's "ignored" on to every program it starts; a test of Ctrl-C
+must set the disposition its child needs (`chute_execution.testing.answers_ctrl_c`).
+"""
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CTRL_C_TESTS = [
+    "packages/chute/tests/test_cli_convert.py::test_ctrl_c_exits_130_and_the_rerun_resumes",
+    "packages/chute-execution/tests/test_mp_faults.py::"
+    "test_iteration_continues_exactly_after_a_caught_ctrl_c",
+    "tests/faults/test_faults.py::test_a_caught_ctrl_c_at_a_seeded_place_leaves_the_stream_"
+    "unchanged[0]",
+]
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.slow
+def test_ctrl_c_tests_pass_in_a_run_that_ignores_sigint():
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *CTRL_C_TESTS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_ignore_sigint,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert done.stdout.strip().splitlines()[-1].startswith("3 passed")
