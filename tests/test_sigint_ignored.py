@@ -4,7 +4,6 @@ Such a run passes SIGINT's "ignored" on to every program it starts; a test of Ct
 must set the disposition its child needs (`chute_execution.testing.answers_ctrl_c`).
 """
 
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,19 +20,21 @@ CTRL_C_TESTS = [
 ]
 
 
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+# The test run itself ignores SIGINT, as under `nohup ... &`; its children inherit that.
+RUN_IGNORING_SIGINT = (
+    "import signal, sys, pytest; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', *sys.argv[1:]]))"
+)
 
 
 @pytest.mark.slow
 def test_ctrl_c_tests_pass_in_a_run_that_ignores_sigint():
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *CTRL_C_TESTS],
+        [sys.executable, "-c", RUN_IGNORING_SIGINT, *CTRL_C_TESTS],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
-        preexec_fn=_ignore_sigint,
     )
     assert done.returncode == 0, done.stdout[-3000:]
     assert done.stdout.strip().splitlines()[-1].startswith("3 passed")

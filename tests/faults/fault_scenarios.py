@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 import chute
-from chute_execution.testing import FailAt, KillWorkerAt, KillWorkerOnSum, SleepAt, answers_ctrl_c
+from chute_execution.testing import ANSWER_CTRL_C, FailAt, KillWorkerAt, KillWorkerOnSum, SleepAt
 from chute_sources._shm import SHM_PREFIX, shm_dir
 
 SETTLE = 10.0  # Seconds processes and segments get to go away: a bound, not a speed check.
@@ -379,11 +379,10 @@ def run_caught_ctrl_c(seed: int) -> dict[str, Any]:
     """
     stuck = random.Random(seed).randrange(20, 100)
     done = subprocess.run(
-        [sys.executable, "-c", CTRL_C_SCRIPT.format(stuck=stuck)],
+        [sys.executable, "-c", ANSWER_CTRL_C + CTRL_C_SCRIPT.format(stuck=stuck)],
         capture_output=True,
         text=True,
         timeout=60,
-        preexec_fn=answers_ctrl_c,  # Also when the test run ignores SIGINT.
     )
     exited = time.monotonic()
     result: dict[str, Any] = json.loads(done.stdout) if done.returncode == 0 else {}

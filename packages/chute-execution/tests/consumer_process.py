@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 
-from chute_execution.testing import answers_ctrl_c
+from chute_execution.testing import ANSWER_CTRL_C
 from chute_sources._shm import SHM_PREFIX, reclaim_orphaned_segments, shm_dir
 
 BOUND = 10.0  # Seconds within which each outcome must happen; generous, not a speed check.
@@ -116,11 +116,10 @@ class Consumer:
     def __init__(self, script: str, new_session: bool = False) -> None:
         self._pending = b""
         self.process = subprocess.Popen(
-            [sys.executable, "-c", PRELUDE + script],
+            [sys.executable, "-c", ANSWER_CTRL_C + PRELUDE + script],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=new_session,
-            preexec_fn=answers_ctrl_c,  # Also when the test run ignores SIGINT.
         )
         info = json.loads(self.line())
         self.pid: int = info["pid"]

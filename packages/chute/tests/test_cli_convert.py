@@ -23,7 +23,7 @@ from chute._cli import main
 from chute._cli_common import CliError, first_difference
 from chute._cli_convert import shard_bounds
 from chute._cli_inputs import ImageFolderSource, JsonLinesSource
-from chute_execution.testing import answers_ctrl_c
+from chute_execution.testing import ANSWER_CTRL_C
 
 SHARDS = [f"train-0000{i}-of-00004.array_record" for i in range(4)]
 
@@ -152,7 +152,7 @@ _BLOCKING = textwrap.dedent(
 
 def _start_blocked(tmp_path, args, block_at):
     script = tmp_path / "blocking.py"
-    script.write_text(_BLOCKING)
+    script.write_text(ANSWER_CTRL_C + _BLOCKING)  # Also when the test run ignores SIGINT.
     marker = tmp_path / "blocked"
     env = {**os.environ, "BLOCK_AT": str(block_at), "MARKER": str(marker)}
     process = subprocess.Popen(
@@ -161,7 +161,6 @@ def _start_blocked(tmp_path, args, block_at):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=answers_ctrl_c,  # Also when the test run ignores SIGINT.
     )
     deadline = time.monotonic() + 120
     while not marker.exists():

@@ -16,6 +16,7 @@ import numpy as np
 from chute_transforms import RandomMapTransform
 
 __all__ = [
+    "ANSWER_CTRL_C",
     "AddNoise",
     "BrokenSource",
     "FailAt",
@@ -29,27 +30,23 @@ __all__ = [
     "Remainder",
     "Repeat",
     "SleepAt",
-    "answers_ctrl_c",
 ]
 
 
-def answers_ctrl_c() -> None:
-    """A `preexec_fn` for a test's subprocess that must answer Ctrl-C (SIGINT).
+ANSWER_CTRL_C = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+"""Python code that a test's child program starts with when it must answer Ctrl-C.
 
-    A process started with SIGINT ignored (`nohup pytest &`, some CI runners) passes
-    that on to the programs it starts, and Python then never raises
-    `KeyboardInterrupt` in them. A test of Ctrl-C sets the disposition its child needs:
-    the default, which Python turns into `KeyboardInterrupt`.
+A process started with SIGINT ignored (`nohup pytest &`, some CI runners) passes that
+on to the programs it starts, and Python then never raises `KeyboardInterrupt` in
+them. A test of Ctrl-C sets the disposition its child needs, in the child (a
+`preexec_fn` would run fork hooks in the test process, which jax warns about).
 
-    Example:
-        >>> import subprocess, sys
-        >>> code = "import signal; print(signal.getsignal(signal.SIGINT).__name__)"
-        >>> done = subprocess.run([sys.executable, "-c", code], preexec_fn=answers_ctrl_c,
-        ...                       capture_output=True, text=True)
-        >>> done.stdout.strip()
-        'default_int_handler'
-    """
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+Example:
+    >>> import subprocess, sys
+    >>> code = ANSWER_CTRL_C + "print(signal.getsignal(signal.SIGINT).__name__)"
+    >>> subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    'default_int_handler\\n'
+"""
 
 
 class FailAt:
