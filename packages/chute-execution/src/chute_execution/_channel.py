@@ -14,6 +14,8 @@ from typing import Any, Final, TypeAlias
 
 from chute_sources import CheckpointableIterator, IteratorState
 
+from ._exit_threads import finish_at_exit
+
 __all__ = ["ELEMENT", "END", "ERROR", "Channel", "Item"]
 
 _POLL = 0.1  # Seconds between checks for a stop request or a dead producer.
@@ -75,6 +77,7 @@ class Channel:
             target=_produce, args=(parent, self), name="chute-prefetch", daemon=True
         )
         self.thread.start()
+        finish_at_exit(self.thread, self.stop_soon)
 
     def put(self, item: Item) -> bool:
         """Producer side: appends `item` when there is room; False once stopped."""
@@ -115,6 +118,10 @@ class Channel:
                     )
                 _wait(self.wake_consumer)
             self.consumer_waiting = False
+
+    def stop_soon(self) -> None:
+        """Stops the thread without waiting for it (at interpreter exit)."""
+        self.stop(0)
 
     def stop(self, timeout: float | None) -> bool:
         """Stops the thread, dropping buffered items; returns whether it has exited."""

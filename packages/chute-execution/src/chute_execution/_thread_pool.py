@@ -7,7 +7,8 @@ neither `close()` nor interpreter exit indefinitely. Queued work belongs to a
 throwing away a read-ahead buffer costs O(1) however long the queue is.
 
 The threads hold the task queue and a one-element generation list, never the pool, so
-an owner can shut the pool down from a `weakref.finalize` callback.
+an owner can shut the pool down from a `weakref.finalize` callback. At interpreter exit,
+threads still running are stopped and waited for (`finish_at_exit`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeAlias, TypeVar
+
+from ._exit_threads import finish_at_exit
 
 __all__ = ["ReadPool", "Slot"]
 
@@ -102,11 +105,16 @@ class ReadPool:
             )
             thread.start()
             self._threads.append(thread)
+            finish_at_exit(thread, self.stop_soon)
         return slot
 
     def discard(self) -> None:
         """Drops every queued task (tasks already running finish, unobserved)."""
         self._generation[0] += 1
+
+    def stop_soon(self) -> None:
+        """Drops queued tasks and asks the threads to stop, without waiting."""
+        self.shutdown(0)
 
     def shutdown(self, timeout: float | None) -> bool:
         """Drops queued tasks and stops the threads, waiting at most `timeout` seconds.

@@ -37,11 +37,19 @@ class IterNode(abc.ABC, Generic[T]):
     worker runs the element, and however many elements a filter dropped before it.
     Subclasses that do not know their elements' origins keep the default (None).
 
+    Lifecycle: `close()` releases what the iterator holds (threads, worker processes,
+    buffers) and closes its parents; it is idempotent, keeps the position, and runs at
+    the end of a `with` block.
+
     Example:
         >>> from chute_samplers import SequentialIter
         >>> it = SequentialIter(["a", "b", "c"])
         >>> next(it), it.get_state(), it.origin
         ('a', {'position': 1}, (0,))
+        >>> with SequentialIter(["a", "b"]) as it:
+        ...     first = next(it)
+        >>> first, it.get_state()
+        ('a', {'position': 1})
         >>> from chute_sources import DROPPED
         >>> it = SequentialIter(["a", DROPPED, "c"])
         >>> [(element, it.origin) for element in it]
@@ -77,3 +85,34 @@ class IterNode(abc.ABC, Generic[T]):
         Raises:
             chute_sources.InvalidStateError: the state is malformed or out of range.
         """
+
+    def close(self) -> None:
+        """Releases the threads, processes and buffers behind this iterator and its parents.
+
+        Part of the contract of every chute iterator: idempotent (closing twice does
+        nothing more), forwarded to the parents, and also run by `with` (an iterator is
+        a context manager). The position is kept: `get_state()` still answers, and a
+        later `next()` starts what it needs again. Iterators are also closed when the
+        stream ends, on garbage collection and at interpreter exit; call `close()` (or
+        use `with`) to release them at a known point, e.g. before a process forks or
+        when a training loop stops early.
+
+        This default closes every iterator this one holds (its parents, found among
+        its attributes, also in lists and tuples); iterators that own threads or
+        processes stop those first, then close their parents.
+        """
+        for value in vars(self).values():
+            for child in value if isinstance(value, list | tuple) else (value,):
+                if child is not self and _is_iterator(child):
+                    child.close()
+
+    def __enter__(self) -> IterNode[T]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _is_iterator(value: object) -> bool:
+    """Whether `value` is a checkpointable iterator that can be closed (not a source)."""
+    return all(callable(getattr(value, name, None)) for name in ("__next__", "get_state", "close"))

@@ -75,7 +75,8 @@ class CheckpointableIterator(Protocol[T_co]):
 
     Contract: after `it2.set_state(it1.get_state())`, `it2` yields exactly what `it1`
     yields from that point on, whatever `it2` had done before. `get_state` is cheap and
-    never waits for background work.
+    never waits for background work. chute's own iterators also have `close()` (and are
+    context managers): see `chute_samplers.IterNode.close`.
 
     Example:
         >>> from chute_samplers import SequentialIter

@@ -163,6 +163,16 @@ class _Timed:
         """The statistics of the whole pipeline this iterator ends."""
         return self._recorder.stats()
 
+    def close(self) -> None:
+        """Closes the timed iterator (see `chute_samplers.IterNode.close`)."""
+        self._inner.close()
+
+    def __enter__(self) -> _Timed:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
