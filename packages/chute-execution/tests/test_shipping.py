@@ -209,3 +209,19 @@ def test_a_worker_that_exits_is_not_said_to_have_run_out_of_memory():
     assert "exited with code 3 while running chunk 1" in message
     assert "memory" not in message
     assert "Its own error output (above, on stderr) says why" in message
+
+
+class _FussyFinder:
+    """A meta-path finder like asv's: `target` is required, and it raises for others."""
+
+    def find_spec(self, fullname, path, target):
+        raise RuntimeError("not mine")
+
+
+def test_a_finder_that_cannot_answer_is_passed_over():
+    sys.meta_path.insert(0, _FussyFinder())
+    try:
+        assert importable_in_workers("chute_execution._shipping")
+        assert unship(ship(os.path.join)) is os.path.join
+    finally:
+        del sys.meta_path[0]

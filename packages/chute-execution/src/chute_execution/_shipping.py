@@ -67,8 +67,8 @@ def _found_again(name: str, spec: Any) -> bool:
         if find_spec is None:
             continue
         try:
-            found = find_spec(name, path)
-        except (ImportError, ValueError, AttributeError):
+            found = find_spec(name, path, None)
+        except Exception:  # A finder that cannot answer (e.g. a tool's own importer).
             continue
         if found is None:
             continue
