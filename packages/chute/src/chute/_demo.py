@@ -71,6 +71,11 @@ def _train(
             elif kind == "summary":
                 result.update(json.loads(value))
     process.wait()
+    if result["killed_at"] is not None and log.exists():
+        # The kill lands a moment after the step was read: the process may have logged
+        # a step or more past it by then. It was preempted after its last logged step.
+        logged = [record["step"] for record in _read_log(log)]
+        result["killed_at"] = max(logged[-1], result["killed_at"]) if logged else 0
     if result["killed_at"] is None and process.returncode != 0:
         raise RuntimeError(f"the training process failed (exit {process.returncode})")
     return result
