@@ -7,6 +7,7 @@ workers included, often before the kernel's own clean-up has run.
 import multiprocessing
 import os
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -36,7 +37,11 @@ def test_terminated_workers_leave_no_shared_memory():
     workers = [p for p in multiprocessing.active_children() if p not in before]
     assert len(workers) == 2
     pids = [worker.pid for worker in workers]
-    assert _slabs_of(pids)  # Their slabs.
+    # Both at work, each with slabs (the second may still be starting at the first next()).
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while not all(_slabs_of([pid]) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert all(_slabs_of([pid]) for pid in pids)
     for worker in workers:
         os.kill(worker.pid, signal.SIGTERM)
     for worker in workers:

@@ -104,12 +104,13 @@ def _watch_parent(writer: SlabWriter, exiting: threading.Lock) -> None:
     threading.Thread(target=watch, name="chute-parent-watch", daemon=True).start()
 
 
-def _exit_cleanly_on_sigterm(writer: SlabWriter, exiting: threading.Lock) -> None:
+def _exit_cleanly_on_sigterm(writers: list[SlabWriter], exiting: threading.Lock) -> None:
     """Frees this worker's shared memory and exits when it is sent SIGTERM.
 
     A Jupyter kernel that is shut down or restarted has its whole process group
     terminated, workers included, often before the kernel's own clean-up has run: a
-    worker then frees its slabs itself, as when it sees its consumer die. If the main
+    worker then frees its slabs itself, as when it sees its consumer die. Installed
+    first thing, before the writer exists (`writers` gets it once made). If the main
     thread is already closing the writer (it holds `exiting`), that finishes the job.
     """
 
@@ -117,7 +118,8 @@ def _exit_cleanly_on_sigterm(writer: SlabWriter, exiting: threading.Lock) -> Non
         if not exiting.acquire(blocking=False):
             return  # The main thread is closing the writer and exits right after.
         try:
-            writer.close()
+            for writer in writers:
+                writer.close()
             remove_own_segments()
         finally:
             os._exit(128 + signum)
@@ -195,6 +197,9 @@ def worker_main(
     the release once they are gone), and `None` to stop.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    writers: list[SlabWriter] = []  # The writer, once made: SIGTERM frees its slabs.
+    exiting = threading.Lock()
+    _exit_cleanly_on_sigterm(writers, exiting)
     _keep_freed_memory()
     try:
         if init_bytes is not None:
@@ -232,9 +237,8 @@ def worker_main(
                 raise BrokenPipeError("the consumer asked to stop")
 
     writer = SlabWriter(num_slabs, wait_for_release=wait_for_release)
-    exiting = threading.Lock()
+    writers.append(writer)
     _watch_parent(writer, exiting)
-    _exit_cleanly_on_sigterm(writer, exiting)
     try:
         while not stop:
             if not tasks:
