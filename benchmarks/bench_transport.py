@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from chute_execution._transport import SlabReader, SlabWriter
+from chute_execution.internal import SlabReader, SlabWriter
 
 from ._timing import median_ratio, median_seconds
 

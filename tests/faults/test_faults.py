@@ -283,7 +283,7 @@ def _record_claiming_a_pickle(marker: str, how: str) -> bytes:
     import pickle
     import struct
 
-    from chute_sources._codec import MAGIC
+    from chute_sources.internal import MAGIC
 
     data = pickle.dumps(np.array([_Evil(marker)], dtype=object))
     tree = ["a", "|O", [1], 0] if how == "object dtype" else ["p", 0, len(data)]

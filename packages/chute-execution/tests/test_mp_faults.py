@@ -24,10 +24,10 @@ import pytest
 
 import chute
 from chute_execution import MultiprocessingOptions
-from chute_execution._transport_writer import DEFAULT_SLAB_SIZE
+from chute_execution._transport.writer import DEFAULT_SLAB_SIZE
 from chute_execution.testing import FullArray, SleepAt
 from chute_sources import ChuteError
-from chute_sources._shm import SHM_PREFIX
+from chute_sources.internal import SHM_PREFIX
 
 _spec = importlib.util.spec_from_file_location(
     "consumer_process", Path(__file__).with_name("consumer_process.py")

@@ -19,7 +19,7 @@ from chute_execution import MultiprocessingOptions
 from chute_execution._leases import LEASE_MIN_BYTES, LeaseBook
 from chute_execution._transport import SlabReader, SlabWriter
 from chute_execution.testing import FullArray, LengthByBatch
-from chute_sources._shm import SHM_PREFIX, shm_dir
+from chute_sources.internal import SHM_PREFIX, shm_dir
 
 ROW = LEASE_MIN_BYTES // 8  # int64 values per element: one element is leased on its own.
 

@@ -15,7 +15,7 @@ import pytest
 import chute
 from chute_execution import MultiprocessingOptions, WorkerDiedError
 from chute_sources import SharedMemoryError
-from chute_sources._shm import shm_dir
+from chute_sources.internal import shm_dir
 
 SETTLE_SECONDS = 10.0  # A bound for terminated workers to exit, not a speed check.
 

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from chute_execution._transport import SlabMessage, SlabReader, SlabWriter, serve_writes
-from chute_execution._transport_codec import ALIGN, SMALL_BUFFER, dumps, layout
+from chute_execution._transport.codec import ALIGN, SMALL_BUFFER, dumps, layout
 from chute_sources import SharedMemoryError
-from chute_sources._shm import SHM_PREFIX, reclaim_orphaned_segments, shm_dir
+from chute_sources.internal import SHM_PREFIX, reclaim_orphaned_segments, shm_dir
 from chute_sources.testing import assert_trees_equal
 
 WAIT = 20.0  # A bound for a child process to answer, never a speed check.

@@ -3,7 +3,7 @@ import pytest
 from chute_samplers import SequentialIter
 from chute_samplers._span import read_span
 from chute_sources import DROPPED, CorruptRecordError, ErrorBudget, ErrorBudgetExceededError
-from chute_sources._error_budget import ErrorLedger, ledger_scope
+from chute_sources.internal import ErrorLedger, ledger_scope
 from chute_sources.testing import assert_resumes
 
 

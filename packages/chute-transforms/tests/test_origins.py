@@ -14,7 +14,7 @@ from chute_samplers import (
     WindowShuffleIter,
     record_rng,
 )
-from chute_samplers._hashing import origin_key
+from chute_samplers.internal import origin_key
 from chute_sources import DROPPED, RangeSource
 from chute_transforms import (
     BatchIter,

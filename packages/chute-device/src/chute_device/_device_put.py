@@ -11,7 +11,7 @@ import numpy as np
 from chute_execution import ThreadPrefetchIter
 from chute_samplers import IterNode
 from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
-from chute_sources._checks import check_int
+from chute_sources.internal import check_int
 
 from ._global_batch import Target, _is_target, put_batch
 

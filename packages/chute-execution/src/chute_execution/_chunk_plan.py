@@ -19,19 +19,19 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from chute_samplers import IterNode
-from chute_samplers._span import Span, read_span, reader_name
+from chute_samplers.internal import Span, read_span, reader_name
 from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
-from chute_sources._error_budget import (
+from chute_sources.internal import (
     ErrorLedger,
     Key,
     SkippedElement,
     active_ledger,
+    check_count,
+    check_dataset,
     ledger_scope,
 )
 from chute_transforms import BatchError, batch_elements
-from chute_transforms._batch import Allocate, stacking_into
-
-from ._checks import check_count, check_dataset
+from chute_transforms.internal import Allocate, stacking_into
 
 __all__ = [
     "ChunkPlan",
@@ -289,7 +289,7 @@ class ChunkPlan:
     names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        check_dataset(self.dataset, "ChunkPlan")
+        check_dataset(self.dataset, "ChunkPlan", "dataset")
         check_count(self.chunk_size, "chunk_size", "ChunkPlan", minimum=1)
         check_count(self.read_threads, "read_threads", "ChunkPlan")
         object.__setattr__(self, "ops", tuple(self.ops))

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from chute_samplers import EpochArray, IndexSampler, IterNode, MapNode, PositionArray, record_rng
-from chute_samplers._index_sampler import RNG_OP
+from chute_samplers.internal import RNG_OP
 from chute_sources import ErrorBudget, RandomAccessDataSource, read_records
+from chute_sources.internal import check_count
 from chute_transforms import (
     BatchIter,
     BatchTransform,
@@ -26,7 +27,6 @@ from chute_transforms import (
     as_random_map_fn,
 )
 
-from ._checks import check_count
 from ._chunk_plan import ChunkPlan, StreamOp
 from ._mp_options import MultiprocessingOptions
 from ._mp_prefetch import MultiprocessPrefetchIter

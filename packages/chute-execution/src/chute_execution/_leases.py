@@ -15,9 +15,9 @@ from __future__ import annotations
 import collections
 import os
 
-from chute_sources._shm import shm_dir
+from chute_sources.internal import shm_dir
 
-from ._transport_codec import SlabMessage
+from ._transport.codec import SlabMessage
 
 __all__ = ["LEASE_MIN_BYTES", "LeaseBook", "default_budget"]
 

@@ -19,9 +19,9 @@ import numpy as np
 
 from chute_samplers import IterNode
 from chute_sources import InvalidStateError, IteratorState
+from chute_sources.internal import check_count
 from chute_transforms import batch_elements, batch_rows, concat_batches, pad_batch, slice_batch
 
-from ._checks import check_count
 from ._chunk_plan import ChunkPlan, Unstacked, outputs_before
 from ._mp_options import MultiprocessingOptions
 from ._mp_prefetch import MultiprocessPrefetchIter

@@ -6,7 +6,7 @@ import dataclasses
 import multiprocessing
 from typing import Literal
 
-from ._checks import check_count
+from chute_sources.internal import check_count
 
 __all__ = ["MultiprocessingOptions"]
 

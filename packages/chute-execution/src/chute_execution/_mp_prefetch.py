@@ -24,15 +24,14 @@ from typing import Any
 
 from chute_samplers import IterNode
 from chute_sources import ChuteError, InvalidStateError, IteratorState
-from chute_sources._error_budget import Key, active_ledger
-from chute_sources._shm import reclaim_orphaned_segments
+from chute_sources.internal import Key, active_ledger, reclaim_orphaned_segments
 
 from ._chunk_plan import ChunkPlan, ChunkResult, Skip, outputs_before
 from ._leases import LeaseBook, default_budget
 from ._mp_options import MultiprocessingOptions
 from ._shipping import ship
-from ._transport_codec import SlabMessage
-from ._transport_reader import SlabReader
+from ._transport.codec import SlabMessage
+from ._transport.reader import SlabReader
 from ._worker import WorkerFailure
 from ._worker_pool import WorkerDiedError, WorkerPool, WorkerTimeoutError
 

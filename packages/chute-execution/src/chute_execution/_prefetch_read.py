@@ -8,11 +8,10 @@ import weakref
 from typing import Any, TypeVar
 
 from chute_samplers import IterNode
-from chute_samplers._span import Span, read_span, reader_name
+from chute_samplers.internal import Span, read_span, reader_name
 from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
-from chute_sources._error_budget import active_ledger
+from chute_sources.internal import active_ledger, check_count, check_dataset, state_position
 
-from ._checks import check_count, check_dataset, state_position
 from ._read_options import ReadAheadWarning, ReadOptions, element_nbytes
 from ._thread_pool import ReadPool, Slot
 
@@ -105,7 +104,7 @@ class PrefetchReadIter(IterNode[T]):
         read_options: ReadOptions = ReadOptions(),  # noqa: B008  (frozen, so shared is fine)
         chunk_size: int | None = None,
     ) -> None:
-        check_dataset(dataset, "PrefetchReadIter")
+        check_dataset(dataset, "PrefetchReadIter", "dataset")
         if not isinstance(read_options, ReadOptions):
             raise TypeError(
                 "PrefetchReadIter: read_options must be a ReadOptions, got "

@@ -7,9 +7,9 @@ from typing import Any, TypeVar, cast
 
 from chute_samplers import IterNode
 from chute_sources import CheckpointableIterator, IteratorState
+from chute_sources.internal import check_count
 
 from ._channel import ELEMENT, END, Channel
-from ._checks import check_count
 
 __all__ = ["ThreadPrefetchIter"]
 

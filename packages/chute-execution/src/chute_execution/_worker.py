@@ -25,10 +25,10 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
-from chute_sources._shm import remove_own_segments
+from chute_sources.internal import remove_own_segments
 
 from ._shipping import unship
-from ._transport_writer import SlabWriter
+from ._transport.writer import SlabWriter
 
 __all__ = ["WorkerFailure", "worker_main"]
 

@@ -17,9 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from chute_sources import IteratorState, RecordIndexError, RecordMetadata
-from chute_sources._distinct import distinct
+from chute_sources.internal import check_bool, check_int, check_seed, distinct, state_value
 
-from ._checks import check_bool, check_int, check_seed, state_value
 from ._iter_base import IterNode
 from ._permutation import MAX_SIZE, Permutation
 from ._rng import record_rng, record_rngs

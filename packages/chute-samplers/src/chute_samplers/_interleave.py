@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 from typing import TypeAlias, TypeVar
 
 from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState, JsonValue
+from chute_sources.internal import check_int, check_sequence, state_value
 
-from ._checks import check_int, check_sequence, state_value
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
 

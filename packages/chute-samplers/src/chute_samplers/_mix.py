@@ -8,10 +8,9 @@ from typing import TypeVar
 import numpy as np
 
 from chute_sources import RandomAccessDataSource
-from chute_sources._distinct import distinct
+from chute_sources.internal import check_dataset, check_sequence, distinct
 
-from ._checks import check_sequence
-from ._node import ENDLESS, EpochArray, MapNode, PositionArray, check_dataset, fetch
+from ._node import ENDLESS, EpochArray, MapNode, PositionArray, fetch
 from ._schedule import MixSchedule
 
 __all__ = ["MixMap", "gather"]

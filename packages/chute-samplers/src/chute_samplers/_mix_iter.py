@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_sources.internal import check_sequence, state_value
 
-from ._checks import check_sequence, state_value
 from ._iter_base import IterNode
 from ._schedule import MixSchedule
 

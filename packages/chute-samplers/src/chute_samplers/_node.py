@@ -46,7 +46,6 @@ __all__ = [
     "EpochArray",
     "MapNode",
     "PositionArray",
-    "check_dataset",
     "fetch",
     "node_epoch_length",
 ]
@@ -83,17 +82,6 @@ def fetch(
         result: list[T] = dataset.get_many(positions, epochs)
         return result
     return read_records(dataset, positions.tolist())
-
-
-def check_dataset(dataset: object, owner: str, name: str = "parent") -> None:
-    """Raises `TypeError` unless `dataset` has `__len__` and `__getitem__`."""
-    if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")) or isinstance(
-        dataset, str | bytes | dict
-    ):
-        raise TypeError(
-            f"{owner}: {name} must be a random-access dataset (a node, a source, or a "
-            f"sequence with __len__ and __getitem__), got {type(dataset).__name__}."
-        )
 
 
 def node_epoch_length(dataset: RandomAccessDataSource[Any]) -> int:

@@ -28,8 +28,8 @@ import numpy as np
 import numpy.typing as npt
 
 from chute_sources import RecordIndexError
+from chute_sources.internal import check_int, check_seed
 
-from ._checks import check_int, check_seed
 from ._hashing import hash_ints, mix64, mix64_array, tag
 
 __all__ = ["MAX_SIZE", "TABLE_SIZE", "Permutation"]

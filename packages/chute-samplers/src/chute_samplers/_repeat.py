@@ -7,14 +7,13 @@ from typing import TypeVar
 import numpy as np
 
 from chute_sources import LengthOverflowError, RandomAccessDataSource
+from chute_sources.internal import check_dataset, check_int
 
-from ._checks import check_int
 from ._node import (
     ENDLESS,
     EpochArray,
     MapNode,
     PositionArray,
-    check_dataset,
     fetch,
     node_epoch_length,
 )

@@ -23,7 +23,8 @@ import numpy as np
 import numpy.typing as npt
 from numpy.random.bit_generator import ISpawnableSeedSequence
 
-from ._checks import check_int, check_seed
+from chute_sources.internal import check_int, check_seed
+
 from ._hashing import MASK64, hash_ints, tag
 
 __all__ = ["record_rng", "record_rngs"]

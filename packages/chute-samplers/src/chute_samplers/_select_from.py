@@ -9,10 +9,10 @@ import numpy as np
 import numpy.typing as npt
 
 from chute_sources import RandomAccessDataSource
+from chute_sources.internal import check_dataset, check_sequence
 
-from ._checks import check_sequence
 from ._mix import gather
-from ._node import EpochArray, MapNode, PositionArray, check_dataset
+from ._node import EpochArray, MapNode, PositionArray
 
 __all__ = ["SelectFromMap"]
 

@@ -6,11 +6,9 @@ import time
 from typing import TypeVar
 
 from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
-from chute_sources._error_budget import active_ledger
+from chute_sources.internal import active_ledger, check_dataset, check_int, state_value
 
-from ._checks import check_int, state_value
 from ._iter_base import IterNode
-from ._node import check_dataset
 from ._span import Span, read_span, reader_name
 
 __all__ = ["SequentialIter"]

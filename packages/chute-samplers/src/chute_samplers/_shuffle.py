@@ -7,10 +7,9 @@ from typing import TypeVar
 import numpy as np
 
 from chute_sources import RandomAccessDataSource
-from chute_sources._distinct import distinct
+from chute_sources.internal import check_dataset, check_seed, distinct
 
-from ._checks import check_seed
-from ._node import EpochArray, MapNode, PositionArray, check_dataset, fetch, node_epoch_length
+from ._node import EpochArray, MapNode, PositionArray, fetch, node_epoch_length
 from ._permutation import Permutation
 
 __all__ = ["ShuffleMap"]

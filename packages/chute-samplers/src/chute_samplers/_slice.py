@@ -8,9 +8,9 @@ from typing import TypeVar
 import numpy as np
 
 from chute_sources import InvalidArgumentError, RandomAccessDataSource
+from chute_sources.internal import check_dataset, check_int
 
-from ._checks import check_int
-from ._node import EpochArray, MapNode, PositionArray, check_dataset, fetch
+from ._node import EpochArray, MapNode, PositionArray, fetch
 
 __all__ = ["SliceMap"]
 

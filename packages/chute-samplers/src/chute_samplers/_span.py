@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from chute_sources import DROPPED, RandomAccessDataSource
-from chute_sources._error_budget import ErrorLedger
+from chute_sources.internal import ErrorLedger
 
 from ._node import fetch
 

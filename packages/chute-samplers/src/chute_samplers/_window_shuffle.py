@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TypeVar
 
 from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_sources.internal import check_int, check_seed, state_value
 
-from ._checks import check_int, check_seed, state_value
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
 from ._permutation import Permutation

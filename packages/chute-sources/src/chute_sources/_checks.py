@@ -1,15 +1,40 @@
-"""The one rule for integer arguments, shared by every layer (the lowest layer owns it)."""
+"""The one home of argument and state checks, shared by every layer (the lowest owns it).
+
+Every layer validates with these, so the same argument gets the same rule everywhere:
+Python and NumPy integers are accepted where an int is asked, bools and floats never;
+a state read back by `set_state` is checked key by key, and a bad one raises
+`InvalidStateError` naming the iterator, the key and what was wrong. Other chute
+packages reach them through `chute_sources.internal`.
+"""
 
 from __future__ import annotations
 
+import math
+import numbers
 import operator
 import sys
+from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
-from ._errors import ArgumentTypeError, InvalidArgumentError
+from ._errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError
+from ._protocols import IteratorState, JsonValue
 
-__all__ = ["check_int"]
+__all__ = [
+    "MAX_SEED",
+    "check_bool",
+    "check_count",
+    "check_dataset",
+    "check_int",
+    "check_optional_int",
+    "check_seed",
+    "check_sequence",
+    "check_state",
+    "check_weights",
+    "state_position",
+    "state_value",
+]
 
 
 def check_int(
@@ -45,3 +70,170 @@ def check_int(
     if maximum is not None and number > maximum:
         raise InvalidArgumentError(f"{owner}: {name} must be <= {maximum}, got {number}.")
     return number
+
+
+MAX_SEED = 2**64 - 1
+"""Seeds are integers in `[0, 2**64)`."""
+
+
+def check_optional_int(
+    value: object, name: str, owner: str, *, minimum: int | None = 0
+) -> int | None:
+    """`None`, or `value` checked by `check_int`.
+
+    Example:
+        >>> check_optional_int(None, "num_epochs", "repeat") is None
+        True
+    """
+    return None if value is None else check_int(value, name, owner, minimum=minimum)
+
+
+def check_seed(seed: object, owner: str) -> int:
+    """Returns `seed` as an int in `[0, 2**64)`, or raises a clear error."""
+    return check_int(seed, "seed", owner, minimum=0, maximum=MAX_SEED)
+
+
+def check_bool(value: object, name: str, owner: str) -> bool:
+    """Returns `value` if it is a bool, or raises `TypeError`."""
+    if not isinstance(value, bool | np.bool_):
+        raise ArgumentTypeError(
+            f"{owner}: {name} must be a bool, got {type(value).__name__} {value!r}."
+        )
+    return bool(value)
+
+
+def check_sequence(value: object, name: str, owner: str) -> None:
+    """Raises `TypeError` unless `value` is a sequence (and not a string)."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise ArgumentTypeError(
+            f"{owner}: {name} must be a sequence, got {type(value).__name__} {value!r}."
+        )
+
+
+def check_weights(weights: Sequence[float] | None, count: int, owner: str) -> tuple[float, ...]:
+    """Returns `weights` (default: all 1) after checking they are positive finite numbers.
+
+    Raises:
+        TypeError: a weight is not a real number.
+        ValueError: wrong number of weights, or a weight that is zero, negative, NaN or
+            infinite.
+    """
+    if weights is None:
+        return (1.0,) * count
+    if isinstance(weights, str | bytes) or not hasattr(weights, "__len__"):
+        raise ArgumentTypeError(f"{owner}: weights must be a sequence of numbers, got {weights!r}.")
+    values: list[object] = list(weights)
+    if len(values) != count:
+        raise InvalidArgumentError(
+            f"{owner}: got {len(values)} weights for {count} components; pass one weight "
+            "per component (or None for equal weights)."
+        )
+    for position, weight in enumerate(values):
+        if isinstance(weight, bool | np.bool_) or not isinstance(weight, numbers.Real):
+            raise ArgumentTypeError(
+                f"{owner}: weights[{position}] must be a real number, got "
+                f"{type(weight).__name__} {weight!r}."
+            )
+        if not math.isfinite(weight) or weight <= 0:
+            raise InvalidArgumentError(
+                f"{owner}: weights[{position}] must be positive and finite, got {weight!r}."
+            )
+    return cast(tuple[float, ...], tuple(values))  # Kept as given: ints stay exact.
+
+
+def state_value(
+    state: IteratorState, key: str, owner: str, *, minimum: int = 0, maximum: int | None = None
+) -> int:
+    """Reads the integer `state[key]`, raising `InvalidStateError` when it is unusable.
+
+    Example:
+        >>> state_value({"epoch": 2}, "epoch", "IndexSampler")
+        2
+    """
+    check_state(state, owner)
+    if key not in state:
+        raise InvalidStateError(
+            f"{owner}: state {state!r} has no {key!r}; pass a state from this iterator's "
+            "get_state()."
+        )
+    value: JsonValue = state[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidStateError(f"{owner}: state[{key!r}] must be an int, got {value!r}.")
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = "" if maximum is None else f", {maximum}"
+        raise InvalidStateError(
+            f"{owner}: state[{key!r}] = {value} is out of range [{minimum}{upper}]; the state "
+            "belongs to another iterator or was edited."
+        )
+    return value
+
+
+def check_count(value: object, name: str, owner: str, *, minimum: int = 0) -> int:
+    """Returns `value` as an index-sized int `>= minimum`, or raises naming `owner`, `name`.
+
+    `check_int`'s rule (Python and NumPy integers, never bools).
+
+    Raises:
+        TypeError: `value` is not an integer (an `ArgumentTypeError`).
+        ValueError: `value` is below `minimum` or above `sys.maxsize` (an
+            `InvalidArgumentError`).
+    """
+    return check_int(value, name, owner, minimum=minimum)
+
+
+def check_dataset(dataset: object, owner: str, name: str = "parent") -> None:
+    """Raises `TypeError` unless `dataset` has `__len__` and `__getitem__`.
+
+    Example:
+        >>> check_dataset([1, 2], "shuffle")
+        >>> check_dataset({"a": 1}, "shuffle")
+        Traceback (most recent call last):
+        ...
+        TypeError: shuffle: parent must be a random-access dataset (a node, a source, or a \
+sequence with __len__ and __getitem__), got dict.
+    """
+    if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")) or isinstance(
+        dataset, str | bytes | dict
+    ):
+        raise TypeError(
+            f"{owner}: {name} must be a random-access dataset (a node, a source, or a "
+            f"sequence with __len__ and __getitem__), got {type(dataset).__name__}."
+        )
+
+
+def check_state(state: object, owner: str) -> dict[str, JsonValue]:
+    """`state` if it is a dict (what `get_state()` returns), else `InvalidStateError`.
+
+    Example:
+        >>> check_state({"position": 1}, "SequentialIter")
+        {'position': 1}
+    """
+    if not isinstance(state, dict):
+        raise InvalidStateError(
+            f"{owner}: a state is a dict from get_state(), got {type(state).__name__} {state!r}."
+        )
+    return state
+
+
+def state_position(state: IteratorState, owner: str, maximum: int) -> int:
+    """Reads `state["position"]`, an int in `[0, maximum]`, or raises `InvalidStateError`.
+
+    Example:
+        >>> state_position({"position": 3}, "PrefetchReadIter", 10)
+        3
+    """
+    check_state(state, owner)
+    if "position" not in state:
+        raise InvalidStateError(
+            f"{owner}: state {state!r} has no 'position'; pass a state from this iterator's "
+            "get_state() (or from a SequentialIter over the same dataset)."
+        )
+    value: JsonValue = state["position"]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidStateError(f"{owner}: state['position'] must be an int, got {value!r}.")
+    if not 0 <= value <= maximum:
+        raise InvalidStateError(
+            f"{owner}: state['position'] = {value} is out of range [0, {maximum}]; the state "
+            "belongs to another dataset or was edited."
+        )
+    return value

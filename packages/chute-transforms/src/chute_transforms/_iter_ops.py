@@ -24,9 +24,9 @@ from typing import Any, TypeVar
 import numpy as np
 
 from chute_samplers import IterNode, record_rng
-from chute_samplers._hashing import origin_key
+from chute_samplers.internal import origin_key
 from chute_sources import CheckpointableIterator, IteratorState
-from chute_sources._error_budget import active_ledger
+from chute_sources.internal import active_ledger
 
 from ._adapters import (
     as_filter_fn,

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from chute_samplers import EpochArray, PositionArray, fetch
-from chute_samplers._checks import check_int
 from chute_sources import DROPPED, RandomAccessDataSource
+from chute_sources.internal import check_int
 
 from ._adapters import as_flat_map_fn
 from ._batch import BatchFn, batch_elements

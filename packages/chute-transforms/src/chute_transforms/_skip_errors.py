@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from chute_samplers import IterNode
-from chute_sources import CheckpointableIterator, IteratorState
-from chute_sources._error_budget import ErrorBudget, ErrorLedger, SkippedElement, ledger_scope
+from chute_sources import CheckpointableIterator, ErrorBudget, IteratorState
+from chute_sources.internal import ErrorLedger, SkippedElement, ledger_scope
 
 from ._state import state_dict, state_parent
 

@@ -9,7 +9,7 @@ bad pipeline fails where it is written, not when it is first iterated.
 
 from __future__ import annotations
 
-from chute_samplers._checks import check_int, check_optional_int, check_seed, check_weights
+from chute_sources.internal import check_int, check_optional_int, check_seed, check_weights
 
 __all__ = [
     "check_chunk_size",

@@ -11,7 +11,7 @@ from chute_execution import (
     MultiprocessingOptions,
     ThreadPrefetchIter,
 )
-from chute_execution._worker_pool import add_preload, warm_up
+from chute_execution.internal import add_preload, warm_up
 from chute_samplers import IterNode, WindowShuffleIter
 from chute_sources import CheckpointableIterator, ErrorBudget
 from chute_transforms import (

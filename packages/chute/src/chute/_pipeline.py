@@ -8,9 +8,8 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from chute_samplers._checks import check_seed
 from chute_sources import InvalidArgumentError, Source
-from chute_sources._checks import check_int
+from chute_sources.internal import check_int, check_seed
 
 __all__ = [
     "RANDOM_STAGES",

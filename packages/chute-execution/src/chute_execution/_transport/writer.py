@@ -13,10 +13,11 @@ from multiprocessing.util import Finalize
 
 import numpy as np
 
-from ._checks import check_count
-from ._transport_arena import SlabArena
-from ._transport_codec import SlabMessage, Span, dumps, layout
-from ._transport_slab import Slab, unlink_quietly
+from chute_sources.internal import check_count
+
+from .arena import SlabArena
+from .codec import SlabMessage, Span, dumps, layout
+from .slab import Slab, unlink_quietly
 
 __all__ = ["DEFAULT_SLAB_SIZE", "SlabWriter"]
 

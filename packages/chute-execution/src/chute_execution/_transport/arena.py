@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ._transport_codec import ALIGN, SMALL_BUFFER, Span
-from ._transport_slab import Slab
+from .codec import ALIGN, SMALL_BUFFER, Span
+from .slab import Slab
 
 __all__ = ["SlabArena", "address_of"]
 

@@ -41,10 +41,10 @@ from __future__ import annotations
 
 from multiprocessing.connection import Connection
 
-from ._transport_codec import SlabMessage as SlabMessage
-from ._transport_reader import SlabReader as SlabReader
-from ._transport_writer import DEFAULT_SLAB_SIZE as DEFAULT_SLAB_SIZE
-from ._transport_writer import SlabWriter as SlabWriter
+from .codec import SlabMessage as SlabMessage
+from .reader import SlabReader as SlabReader
+from .writer import DEFAULT_SLAB_SIZE as DEFAULT_SLAB_SIZE
+from .writer import SlabWriter as SlabWriter
 
 __all__ = ["DEFAULT_SLAB_SIZE", "SlabMessage", "SlabReader", "SlabWriter", "serve_writes"]
 

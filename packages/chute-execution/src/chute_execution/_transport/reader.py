@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ._transport_codec import SlabMessage, loads
-from ._transport_slab import Slab, slab_path, unlink_quietly
+from .codec import SlabMessage, loads
+from .slab import Slab, slab_path, unlink_quietly
 
 __all__ = ["SlabReader"]
 

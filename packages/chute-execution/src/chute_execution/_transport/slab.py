@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from chute_sources import SharedMemoryError
-from chute_sources._shm import SHM_PREFIX, create_segment_file, no_space_error, shm_dir
+from chute_sources.internal import SHM_PREFIX, create_segment_file, no_space_error, shm_dir
 
 __all__ = ["Slab", "slab_path", "unlink_quietly"]
 

@@ -1,0 +1,22 @@
+"""What the upper chute packages build on from the samplers: seams, not the user's API.
+
+Stable between chute's own packages of one release; may change between releases. Other
+chute packages import the samplers only through `chute_samplers` and this module (an
+import-linter contract forbids `chute_samplers._x` from outside).
+
+- `Span`, `read_span`, `reader_name`: reading a run of positions of a random-access
+  dataset at once (what a chunk of work reads), with failures kept per position.
+- `origin_key`: the key a record's own random generator derives from its origin.
+- `RNG_OP`: the salt of the per-record generator `record_rng` gives a random map.
+
+Example:
+    >>> from chute_samplers.internal import read_span
+    >>> read_span(range(10), 2, 5).elements
+    [2, 3, 4]
+"""
+
+from ._hashing import origin_key
+from ._index_sampler import RNG_OP
+from ._span import Span, read_span, reader_name
+
+__all__ = ["RNG_OP", "Span", "origin_key", "read_span", "reader_name"]

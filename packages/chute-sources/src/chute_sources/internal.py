@@ -1,0 +1,76 @@
+"""What the other chute packages build on: deliberate seams, not the user's API.
+
+Names here are stable between chute's own packages of one release, and may change
+between releases; a user's code should use the names of `chute_sources` itself. Every
+other chute package imports from the sources layer only through `chute_sources` and
+this module (an import-linter contract forbids reaching into `chute_sources._x`).
+
+- Argument and state checks (the one home of validation: `check_int` and friends).
+- The error ledger behind `ErrorBudget`: `ErrorLedger`, `SkippedElement`, `Key`,
+  `ledger_scope` and `active_ledger` (see `chute_sources._error_budget` for why a
+  context variable carries it, and which constructors read it).
+- Shared-memory files: their folder, naming, creation and clean-up.
+- `distinct`, the record codec's `MAGIC`.
+
+Example:
+    >>> from chute_sources.internal import check_int
+    >>> check_int(3, "batch_size", "batch", minimum=1)
+    3
+"""
+
+from ._checks import (
+    MAX_SEED,
+    check_bool,
+    check_count,
+    check_dataset,
+    check_int,
+    check_optional_int,
+    check_seed,
+    check_sequence,
+    check_state,
+    check_weights,
+    state_position,
+    state_value,
+)
+from ._codec import MAGIC
+from ._distinct import distinct
+from ._error_budget import KEEP, ErrorLedger, Key, SkippedElement, active_ledger, ledger_scope
+from ._shm import (
+    SHM_DIR_ENV,
+    SHM_PREFIX,
+    create_segment_file,
+    no_space_error,
+    reclaim_orphaned_segments,
+    remove_own_segments,
+    shm_dir,
+)
+
+__all__ = [
+    "KEEP",
+    "MAGIC",
+    "MAX_SEED",
+    "SHM_DIR_ENV",
+    "SHM_PREFIX",
+    "ErrorLedger",
+    "Key",
+    "SkippedElement",
+    "active_ledger",
+    "check_bool",
+    "check_count",
+    "check_dataset",
+    "check_int",
+    "check_optional_int",
+    "check_seed",
+    "check_sequence",
+    "check_state",
+    "check_weights",
+    "create_segment_file",
+    "distinct",
+    "ledger_scope",
+    "no_space_error",
+    "reclaim_orphaned_segments",
+    "remove_own_segments",
+    "shm_dir",
+    "state_position",
+    "state_value",
+]

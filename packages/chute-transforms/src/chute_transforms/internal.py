@@ -1,0 +1,22 @@
+"""What the upper chute packages build on from the transforms: seams, not the user's API.
+
+Stable between chute's own packages of one release; may change between releases.
+
+- `Allocate` and `stacking_into`: have `batch_elements` stack array leaves into memory
+  the caller provides (a worker's shared-memory slab), not into fresh arrays.
+
+Example:
+    >>> import numpy as np
+    >>> from chute_transforms import batch_elements
+    >>> buffer = np.empty(6, np.uint8)
+    >>> def allocate(shape, dtype):
+    ...     return buffer[: int(np.prod(shape))].view(dtype).reshape(shape)
+    >>> with stacking_into(allocate):
+    ...     batch = batch_elements([np.arange(3, dtype=np.uint8)] * 2)
+    >>> np.shares_memory(batch, buffer)
+    True
+"""
+
+from ._batch import Allocate, stacking_into
+
+__all__ = ["Allocate", "stacking_into"]
