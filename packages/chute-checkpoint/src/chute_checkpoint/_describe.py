@@ -14,8 +14,10 @@ turns the values into JSON that identifies them by structure:
   and size) and identity-like attributes (ranges, arrays, files, dataclasses, chute
   objects); transform objects also by their public numbers, strings and flags, while
   sources never by such scalars (counters and flags that change while reading);
-- performance knobs (`PERFORMANCE_PARAMETERS`: worker and thread counts, buffer sizes)
-  are left out: they never change the elements, so a checkpoint restores across them.
+- performance knobs (the parameters a stage's declared traits list as performance,
+  `chute_sources.StageTraits.performance`; for an op nobody declared,
+  `PERFORMANCE_PARAMETERS`: worker and thread counts, buffer sizes) are left out: they
+  never change the elements, so a checkpoint restores across them.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+from chute_samplers import upstream_iterators
+from chute_sources import is_declared, stage_traits
 
 __all__ = [
     "PERFORMANCE_PARAMETERS",
@@ -76,11 +81,11 @@ _CACHE: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictiona
 def describe_pipeline(iterator: object) -> dict[str, Any]:
     """The JSON structural description of the pipeline that `iterator` runs.
 
-    An iterator without a description that wraps one (in an attribute `parent`,
-    `inner` or `iterator`, with or without a leading underscore) is described as the
-    wrapped pipeline plus a stage naming the wrapper's class; any other iterator by its
-    class only. Descriptions are computed once per iterator (sources do not change
-    while read).
+    An iterator without a description that wraps one (its one parent, found by
+    `chute_samplers.upstream_iterators`: an attribute that is a checkpointable
+    iterator) is described as the wrapped pipeline plus a stage naming the wrapper's
+    class; any other iterator by its class only. Descriptions are computed once per
+    iterator (sources do not change while read).
 
     Example:
         >>> import chute
@@ -122,26 +127,23 @@ def _describe_iterator(iterator: object, depth: int) -> dict[str, Any]:
 
 
 def _wrapped(iterator: object) -> object | None:
-    found = _attributes(iterator)
-    for name in ("_parent", "parent", "_inner", "inner", "_iterator", "iterator"):
-        inner: object = found.get(name)
-        if inner is None and isinstance(getattr(type(iterator), name, None), property):
-            inner = getattr(iterator, name, None)
-        if inner is not None and inner is not iterator and hasattr(inner, "get_state"):
-            return inner
-    return None
+    """The one iterator `iterator` reads from (`chute_samplers.upstream_iterators`)."""
+    parents = upstream_iterators(iterator)
+    return parents[0] if len(parents) == 1 else None
 
 
 def _stages(stages: Any) -> list[dict[str, Any]]:
     described = []
     for item in stages:
         params = item.get("params", {})
+        op = str(item["op"])
+        performance = stage_traits(op).performance if is_declared(op) else PERFORMANCE_PARAMETERS
         entry: dict[str, Any] = {
-            "op": str(item["op"]),
+            "op": op,
             "params": {
                 str(key): describe_value(value)
                 for key, value in dict(params).items()
-                if key not in PERFORMANCE_PARAMETERS
+                if key not in performance
             },
         }
         inputs = item.get("inputs", ())

@@ -272,10 +272,10 @@ def pipeline_differences(
     """What differs between two pipeline descriptions, one line each (at most `limit`).
 
     Example:
-        >>> a = {"kind": "IterDataset", "stages": [{"op": "shuffle", "params": {"seed": 1}}]}
-        >>> b = {"kind": "IterDataset", "stages": [{"op": "shuffle", "params": {"seed": 2}}]}
+        >>> a = {"kind": "Loader", "stages": [{"op": "resize", "params": {"size": 1}}]}
+        >>> b = {"kind": "Loader", "stages": [{"op": "resize", "params": {"size": 2}}]}
         >>> pipeline_differences(a, b)
-        ["stage 0 (shuffle): parameter 'seed' differs: the checkpoint has 1, this pipeline has 2"]
+        ["stage 0 (resize): parameter 'size' differs: the checkpoint has 1, this pipeline has 2"]
     """
     found: list[str] = []
     for key in ("kind", "class"):

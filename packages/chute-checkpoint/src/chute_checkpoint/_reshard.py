@@ -25,17 +25,30 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from chute_execution.internal import CHUNK_POSITIONS
+from chute_samplers.internal import READER_POSITIONS
+from chute_sources import StageTraits, declared_stages, is_declared, stage_traits
+from chute_sources.internal import PositionLayout
+from chute_transforms.internal import PARENT_STATES, SKIPS_REFUSED
+
 from ._describe import describe_pipeline, fingerprint
 from ._errors import ReshardError
 from ._format import process_position, validate_document
 
 __all__ = ["reshard", "reshard_for"]
 
-_KEEP_POSITIONS = frozenset(
-    {"batch", "filter", "map", "mp_prefetch", "prefetch", "seed", "to_device", "to_iter_dataset"}
-)
-"""Stages after `shard` that keep the positions of the stream (element i of the shard)."""
-_DROPPING = frozenset({"filter", "flat_map"})
+_LAYOUTS: tuple[PositionLayout, ...] = (READER_POSITIONS, CHUNK_POSITIONS)
+"""The state layouts that hold a stream's position, each owned by the layer that keeps it."""
+
+
+def _traits(stage: Mapping[str, Any]) -> StageTraits:
+    return stage_traits(str(stage["op"]))
+
+
+def _shard_params(stage: Mapping[str, Any]) -> tuple[str, str]:
+    names = _traits(stage).shard
+    assert names is not None
+    return names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,14 +132,15 @@ def reshard_for(
         return _document(plan, 0, 1, index, count)
     stages = describe_pipeline(iterator)["stages"]
     at = plan.shard_at
-    if len(stages) <= at or stages[at]["op"] != "shard":
+    if len(stages) <= at or not _traits(stages[at]).shard:
         raise ReshardError(
             f"the checkpoint's pipeline shards at stage {at} (.shard(i, n)), but this "
             f"iterator's pipeline has no shard stage there (its stages: "
             f"{[item['op'] for item in stages]}); restore into the same pipeline."
         )
     params = stages[at]["params"]
-    return _document(plan, int(params["shard_index"]), int(params["shard_count"]), index, count)
+    shard_index, shard_count = _shard_params(stages[at])
+    return _document(plan, int(params[shard_index]), int(params[shard_count]), index, count)
 
 
 def _plan(documents: Sequence[Mapping[str, Any]]) -> _Plan:
@@ -138,11 +152,16 @@ def _plan(documents: Sequence[Mapping[str, Any]]) -> _Plan:
     ]
     _check_all_processes(checked)
     stages = checked[0]["pipeline"]["stages"]
-    found = [number for number, item in enumerate(stages) if item["op"] == "shard"]
+    found = [number for number, item in enumerate(stages) if _traits(item).shard]
     nested = sum(_count_shards(item.get("inputs", [])) for item in stages)
     if not found and not nested:
-        return _global_plan(checked)
-    if checked[0]["pipeline"].get("kind") != "IterDataset" or len(found) != 1 or nested:
+        try:
+            return _global_plan(checked)
+        except ReshardError:
+            _check_declared(stages)  # An undeclared op may be a shard stage: say so.
+            raise
+    streams = any(_traits(item).begins_stream for item in stages)
+    if not streams or len(found) != 1 or nested:
         raise ReshardError(
             "reshard needs a chute.IterDataset pipeline with no shard stage or exactly one "
             f"(MapDataset...shard(i, n)...to_iter_dataset()); found {len(found) + nested} shard "
@@ -168,9 +187,19 @@ def _check_all_processes(documents: list[dict[str, Any]]) -> None:
     documents.sort(key=lambda document: int(document["process_index"]))
 
 
+def _check_declared(stages: list[dict[str, Any]]) -> None:
+    for number, item in enumerate(stages):
+        if not is_declared(str(item["op"])):
+            raise ReshardError(
+                f"stage {number} ({item['op']}) is of an op no imported package declared, so "
+                "what it does to positions is unknown; import the package that defines the "
+                "pipeline (e.g. `import chute`) before resharding its states."
+            )
+
+
 def _count_shards(branches: list[list[dict[str, Any]]]) -> int:
     return sum(
-        (item["op"] == "shard") + _count_shards(item.get("inputs", []))
+        bool(_traits(item).shard) + _count_shards(item.get("inputs", []))
         for branch in branches
         for item in branch
     )
@@ -197,13 +226,14 @@ def _global_plan(documents: list[dict[str, Any]]) -> _Plan:
 def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
     by_shard: dict[int, dict[str, Any]] = {}
     first = documents[0]
+    index_name, count_name = _shard_params(first["pipeline"]["stages"][at])
     for number, document in enumerate(documents):
         if _without_shard_index(document, at) != _without_shard_index(first, at):
             raise ReshardError(
                 f"state {number} is of a different pipeline than state 0 (beyond the shard "
                 "index); reshard only the states of one training run."
             )
-        shard = int(document["pipeline"]["stages"][at]["params"].get("shard_index", -1))
+        shard = int(document["pipeline"]["stages"][at]["params"].get(index_name, -1))
         same = by_shard.setdefault(shard, document)
         if same["state"] != document["state"]:
             raise ReshardError(
@@ -211,11 +241,9 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
                 "(they share a data-parallel replica) but are at different states; save every "
                 "process at the same step."
             )
-    count = int(first["pipeline"]["stages"][at]["params"].get("shard_count", 0))
+    count = int(first["pipeline"]["stages"][at]["params"].get(count_name, 0))
     if sorted(by_shard) != list(range(count)):
-        shards = [
-            int(d["pipeline"]["stages"][at]["params"].get("shard_index", -1)) for d in documents
-        ]
+        shards = [int(d["pipeline"]["stages"][at]["params"].get(index_name, -1)) for d in documents]
         raise ReshardError(
             f"the shard indices {shards} (by process) are not each of 0..{count - 1} at least "
             "once: pass the states of all processes."
@@ -225,7 +253,7 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
     positions = [_position(doc["state"], chunk_size, doc["pipeline"]) for doc in ordered]
     if len(set(positions)) != 1:
         dropping = sorted(
-            {item["op"] for item in first["pipeline"]["stages"] if item["op"] in _DROPPING}
+            {item["op"] for item in first["pipeline"]["stages"] if _traits(item).drops}
         )
         if dropping:
             raise ReshardError(
@@ -244,65 +272,57 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
 
 def _without_shard_index(document: dict[str, Any], at: int) -> list[dict[str, Any]]:
     stages = copy.deepcopy(document["pipeline"]["stages"])
-    stages[at]["params"]["shard_index"] = None
+    stages[at]["params"][_shard_params(stages[at])[0]] = None
     return [document["pipeline"].get("kind"), *stages]
 
 
 def _later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int | None]:
-    """Elements per position of the state, and mp_prefetch's chunk size."""
+    """Elements per position of the state, and the chunk size of the state (if chunked)."""
     unit, chunk_size, streaming = 1, None, False
     for number, item in enumerate(stages[shard_at + 1 :], start=shard_at + 1):
-        if item["op"] == "skip_errors":
-            raise ReshardError(_BUDGET_REFUSED)
-        if item["op"] not in _KEEP_POSITIONS:
+        traits = _traits(item)
+        if traits.records_skips:
+            raise ReshardError(SKIPS_REFUSED)
+        if not traits.keeps_positions:
             raise ReshardError(
                 f"stage {number} ({item['op']}) follows the shard stage and changes which "
                 "position of the shard an element is (or keeps state across elements), so "
                 "the global sequence cannot be re-cut; put it before .shard(...), or "
                 f"restore with the same process count. Stages allowed after shard: "
-                f"{sorted(_KEEP_POSITIONS)}."
+                f"{sorted(op for op, kept in declared_stages().items() if kept.keeps_positions)}."
             )
-        if item["op"] == "to_iter_dataset":
+        if traits.begins_stream:
             streaming = True
-        elif item["op"] == "batch" and not streaming:
-            unit *= int(item["params"]["batch_size"])
-        elif item["op"] == "mp_prefetch":
-            chunk_size = item["params"].get("chunk_size")
+        elif traits.groups is not None and not streaming:
+            unit *= int(item["params"][traits.groups])
+        if traits.chunk is not None:
+            chunk_size = item["params"].get(traits.chunk)
     return unit, chunk_size
 
 
 def _position(state: Any, chunk_size: int | None, pipeline: Mapping[str, Any]) -> int:
     leaf = _leaf(state)
-    if set(leaf) == {"position"}:
-        return int(leaf["position"])
-    if set(leaf) == {"chunk", "offset"} and isinstance(chunk_size, int):
-        dropping = any(item["op"] in _DROPPING for item in pipeline["stages"])
-        if leaf["offset"] and dropping:
-            raise ReshardError(
-                f"the worker state {leaf} is inside a chunk of a filtered stream, where the "
-                "offset counts kept elements, not positions; save at a chunk boundary."
-            )
-        return int(leaf["chunk"]) * chunk_size + int(leaf["offset"])
+    drops = any(_traits(item).drops for item in pipeline["stages"])
+    for layout in _LAYOUTS:
+        try:
+            position = layout.read(leaf, chunk_size, drops)
+        except ValueError as error:
+            raise ReshardError(str(error)) from None
+        if position is not None:
+            return position
     raise ReshardError(f"cannot find the stream position in the state {state!r:.200}.")
 
 
-_BUDGET_REFUSED = (
-    "the pipeline has an error budget (skip_errors): each process's state records the "
-    "elements it skipped by their position in its own shard, which another process count "
-    "cuts differently; restore with the same process count."
-)
-
-
 def _leaf(state: Any) -> dict[str, Any]:
-    while isinstance(state, dict) and "parent" in state:
-        if "errors" in state:
-            raise ReshardError(_BUDGET_REFUSED)
-        if not set(state) <= {"parent", "index"}:
-            raise ReshardError(f"unexpected keys in the state {state!r:.200}.")
-        state = state["parent"]
-    if not isinstance(state, dict):
-        raise ReshardError(f"cannot find the stream position in the state {state!r:.200}.")
-    return state
+    while isinstance(state, dict):
+        try:
+            inner = PARENT_STATES.inner(state)
+        except ValueError as error:
+            raise ReshardError(str(error)) from None
+        if inner is None:
+            return state
+        state = inner
+    raise ReshardError(f"cannot find the stream position in the state {state!r:.200}.")
 
 
 def _document(
@@ -315,8 +335,9 @@ def _document(
     consumed = plan.local * plan.count
     if consumed % (shard_count * plan.unit):
         raise ReshardError(_indivisible(plan, consumed, shard_count, process_count))
-    params = document["pipeline"]["stages"][plan.shard_at]["params"]
-    params["shard_index"], params["shard_count"] = shard_index, shard_count
+    stage = document["pipeline"]["stages"][plan.shard_at]
+    index_name, count_name = _shard_params(stage)
+    stage["params"][index_name], stage["params"][count_name] = shard_index, shard_count
     document["fingerprint"] = fingerprint(document["pipeline"])
     position = consumed // shard_count // plan.unit
     document["state"] = _moved(document["state"], position, plan, shard_count)
@@ -346,13 +367,11 @@ def _who(shards: int, processes: int) -> str:
 
 
 def _moved(state: Any, position: int, plan: _Plan, new: int) -> Any:
-    if isinstance(state, dict) and "parent" in state:
-        moved = {"parent": _moved(state["parent"], position, plan, new)}
-        if "index" in state:  # Counts elements for error notes; scaled like the positions.
-            moved["index"] = int(state["index"]) * plan.count // new
-        return moved
-    if "position" in state:
-        return {"position": position}
-    assert plan.chunk_size is not None
-    chunk, offset = divmod(position, plan.chunk_size)
-    return {"chunk": chunk, "offset": offset}
+    inner = PARENT_STATES.inner(state)
+    if inner is not None:
+        moved = _moved(dict(inner), position, plan, new)
+        return PARENT_STATES.rebuild(state, moved, (plan.count, new))
+    for layout in _LAYOUTS:
+        if layout.read(state, plan.chunk_size, False) is not None:
+            return layout.write(position, plan.chunk_size)
+    raise ReshardError(f"cannot find the stream position in the state {state!r:.200}.")

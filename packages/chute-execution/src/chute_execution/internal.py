@@ -12,7 +12,8 @@ Example:
     >>> add_preload("json")
 """
 
+from ._chunk_positions import CHUNK_POSITIONS
 from ._transport import SlabReader, SlabWriter
 from ._worker_pool import add_preload, warm_up
 
-__all__ = ["SlabReader", "SlabWriter", "add_preload", "warm_up"]
+__all__ = ["CHUNK_POSITIONS", "SlabReader", "SlabWriter", "add_preload", "warm_up"]

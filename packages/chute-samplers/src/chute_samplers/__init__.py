@@ -19,6 +19,7 @@ from ._index_sampler import IndexSampler as IndexSampler
 from ._index_sampler import IndexSamplerIterator as IndexSamplerIterator
 from ._interleave import InterleaveIter as InterleaveIter
 from ._iter_base import IterNode as IterNode
+from ._iter_base import upstream_iterators as upstream_iterators
 from ._mix import MixMap as MixMap
 from ._mix_iter import MixIter as MixIter
 from ._node import ENDLESS as ENDLESS
@@ -67,4 +68,5 @@ __all__ = [
     "node_epoch_length",
     "record_rng",
     "record_rngs",
+    "upstream_iterators",
 ]

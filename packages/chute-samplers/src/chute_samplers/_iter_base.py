@@ -7,7 +7,7 @@ from typing import Generic, TypeVar
 
 from chute_sources import IteratorState
 
-__all__ = ["IterNode"]
+__all__ = ["IterNode", "upstream_iterators"]
 
 T = TypeVar("T")
 
@@ -101,10 +101,10 @@ class IterNode(abc.ABC, Generic[T]):
         its attributes, also in lists and tuples); iterators that own threads or
         processes stop those first, then close their parents.
         """
-        for value in vars(self).values():
-            for child in value if isinstance(value, list | tuple) else (value,):
-                if child is not self and _is_iterator(child):
-                    child.close()
+        for child in upstream_iterators(self):
+            close = getattr(child, "close", None)
+            if callable(close):
+                close()
 
     def __enter__(self) -> IterNode[T]:
         return self
@@ -113,6 +113,31 @@ class IterNode(abc.ABC, Generic[T]):
         self.close()
 
 
+def upstream_iterators(iterator: object) -> list[object]:
+    """The checkpointable iterators `iterator` reads from: its parents, in order.
+
+    The one rule by which chute finds an iterator's parents (to close them, and to
+    describe a user's wrapper as the pipeline it wraps): the attributes of `iterator`
+    that are checkpointable iterators (`__next__` and `get_state`), also inside lists
+    and tuples, in the order they were set. Sources and other values are not parents.
+
+    Example:
+        >>> from chute_samplers import SequentialIter
+        >>> class Twice:
+        ...     def __init__(self, parent):
+        ...         self.parent, self.factor = parent, 2
+        >>> inner = SequentialIter([1, 2])
+        >>> upstream_iterators(Twice(inner)) == [inner]
+        True
+    """
+    found: list[object] = []
+    for value in getattr(iterator, "__dict__", {}).values():
+        for child in value if isinstance(value, list | tuple) else (value,):
+            if child is not iterator and _is_iterator(child) and all(child is not f for f in found):
+                found.append(child)
+    return found
+
+
 def _is_iterator(value: object) -> bool:
-    """Whether `value` is a checkpointable iterator that can be closed (not a source)."""
-    return all(callable(getattr(value, name, None)) for name in ("__next__", "get_state", "close"))
+    """Whether `value` is a checkpointable iterator (not a source)."""
+    return all(callable(getattr(value, name, None)) for name in ("__next__", "get_state"))

@@ -17,6 +17,7 @@ Example:
 
 from ._hashing import origin_key
 from ._index_sampler import RNG_OP
+from ._positions import READER_POSITIONS
 from ._span import Span, read_span, reader_name
 
-__all__ = ["RNG_OP", "Span", "origin_key", "read_span", "reader_name"]
+__all__ = ["READER_POSITIONS", "RNG_OP", "Span", "origin_key", "read_span", "reader_name"]

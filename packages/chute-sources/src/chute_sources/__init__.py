@@ -36,6 +36,13 @@ from ._errors import SourceFileNotFoundError as SourceFileNotFoundError
 from ._metadata import DROPPED as DROPPED
 from ._metadata import RecordMetadata as RecordMetadata
 from ._numpy import NumpySource as NumpySource
+from ._pipeline import PipelineDescription as PipelineDescription
+from ._pipeline import PipelineStage as PipelineStage
+from ._pipeline import StageTraits as StageTraits
+from ._pipeline import declare_stage as declare_stage
+from ._pipeline import declared_stages as declared_stages
+from ._pipeline import is_declared as is_declared
+from ._pipeline import stage_traits as stage_traits
 from ._protocols import CheckpointableIterator as CheckpointableIterator
 from ._protocols import IteratorState as IteratorState
 from ._protocols import JsonValue as JsonValue
@@ -96,6 +103,8 @@ __all__ = [
     "NumpySource",
     "ParquetSource",
     "ParquetStream",
+    "PipelineDescription",
+    "PipelineStage",
     "RandomAccessDataSource",
     "RangeSource",
     "RecordCodecError",
@@ -110,11 +119,16 @@ __all__ = [
     "SourceClosedError",
     "SourceFileError",
     "SourceFileNotFoundError",
+    "StageTraits",
     "SupportsGetItems",
+    "declare_stage",
+    "declared_stages",
     "decode_record",
     "encode_record",
+    "is_declared",
     "is_encoded_record",
     "read_records",
     "shard_paths",
+    "stage_traits",
     "write_array_record",
 ]

@@ -10,6 +10,8 @@ this module (an import-linter contract forbids reaching into `chute_sources._x`)
   `ledger_scope` and `active_ledger` (see `chute_sources._error_budget` for why a
   context variable carries it, and which constructors read it).
 - Shared-memory files: their folder, naming, creation and clean-up.
+- `PositionLayout`, `WrapperLayout`: the protocols by which the layers that own a
+  state's layout tell where a stream is (resharding reads states only through them).
 - `distinct`, the record codec's `MAGIC`.
 
 Example:
@@ -29,12 +31,17 @@ from ._checks import (
     check_sequence,
     check_state,
     check_weights,
+    state_dict,
+    state_int,
+    state_int_lists,
+    state_parent,
     state_position,
     state_value,
 )
 from ._codec import MAGIC
 from ._distinct import distinct
 from ._error_budget import KEEP, ErrorLedger, Key, SkippedElement, active_ledger, ledger_scope
+from ._pipeline import PositionLayout, WrapperLayout
 from ._shm import (
     SHM_DIR_ENV,
     SHM_PREFIX,
@@ -49,11 +56,13 @@ __all__ = [
     "KEEP",
     "MAGIC",
     "MAX_SEED",
+    "PositionLayout",
     "SHM_DIR_ENV",
     "SHM_PREFIX",
     "ErrorLedger",
     "Key",
     "SkippedElement",
+    "WrapperLayout",
     "active_ledger",
     "check_bool",
     "check_count",
@@ -71,6 +80,10 @@ __all__ = [
     "reclaim_orphaned_segments",
     "remove_own_segments",
     "shm_dir",
+    "state_dict",
+    "state_int",
+    "state_int_lists",
+    "state_parent",
     "state_position",
     "state_value",
 ]

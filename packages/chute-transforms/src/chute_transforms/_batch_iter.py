@@ -7,12 +7,12 @@ from typing import Any, Self
 
 from chute_samplers import IterNode
 from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_sources.internal import state_dict, state_int, state_parent
 
 from ._batch import BatchFn
 from ._batch_tree import make_batch, unbatch_elements
 from ._errors import BatchError
 from ._origins import child_origin
-from ._state import state_dict, state_int, state_parent
 from ._transforms import BatchTransform, check_batch_options
 
 __all__ = ["BatchIter", "UnbatchIter"]

@@ -11,10 +11,10 @@ import numpy.typing as npt
 
 from chute_samplers import IterNode
 from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_sources.internal import state_dict, state_int, state_parent
 
 from ._errors import PackingError
 from ._packing import PackedRow, build_row, check_length, output_keys, read_sequences
-from ._state import state_dict, state_int, state_parent
 
 __all__ = ["ConcatSplitIter"]
 

@@ -26,7 +26,7 @@ import numpy as np
 from chute_samplers import IterNode, record_rng
 from chute_samplers.internal import origin_key
 from chute_sources import CheckpointableIterator, IteratorState
-from chute_sources.internal import active_ledger
+from chute_sources.internal import active_ledger, state_dict, state_int, state_parent
 
 from ._adapters import (
     as_filter_fn,
@@ -38,7 +38,6 @@ from ._adapters import (
 from ._map_ops import fn_name
 from ._origins import child_origin
 from ._stage_errors import annotate
-from ._state import state_dict, state_int, state_parent
 
 __all__ = ["FilterIter", "FlatMapIter", "MapIter", "MapWithIndexIter", "RandomMapIter"]
 

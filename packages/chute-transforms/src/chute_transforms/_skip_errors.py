@@ -7,9 +7,13 @@ from typing import Any, TypeVar
 
 from chute_samplers import IterNode
 from chute_sources import CheckpointableIterator, ErrorBudget, IteratorState
-from chute_sources.internal import ErrorLedger, SkippedElement, ledger_scope
-
-from ._state import state_dict, state_parent
+from chute_sources.internal import (
+    ErrorLedger,
+    SkippedElement,
+    ledger_scope,
+    state_dict,
+    state_parent,
+)
 
 __all__ = ["SkipErrorsIter"]
 

@@ -1,59 +1,58 @@
-"""Checks shared by the iterators' `set_state`: clear `InvalidStateError`s, one place."""
+"""The layout of a stream op's state around its parent's: `{"parent": ..., ...}`.
+
+Every op over one parent iterator keeps the parent's state under `"parent"`, plus its
+own counters (`"index"`: elements it has handed out, for error notes). `SkipErrorsIter`
+adds `"errors"`: the elements it skipped, by position. `PARENT_STATES` tells resharding
+how to reach the parent's state and how to rebuild the op's around a moved one.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from chute_sources import InvalidStateError, IteratorState, JsonValue
+__all__ = ["PARENT_STATES", "SKIPS_REFUSED", "ParentStates"]
 
-__all__ = ["state_dict", "state_int", "state_int_lists", "state_parent"]
+_PARENT = "parent"
+_INDEX = "index"
+_ERRORS = "errors"
 
-
-def state_dict(owner: object, state: object, keys: tuple[str, ...]) -> IteratorState:
-    """Returns `state` if it is a dict with exactly `keys`, else raises `InvalidStateError`."""
-    if not isinstance(state, dict):
-        raise InvalidStateError(
-            f"{owner!r}: a state is a dict with keys {list(keys)} (from get_state()), got "
-            f"{type(state).__name__} {state!r}."
-        )
-    missing = [key for key in keys if key not in state]
-    unknown = sorted(str(key) for key in state if key not in keys)
-    if missing or unknown:
-        raise InvalidStateError(
-            f"{owner!r}: a state has exactly the keys {list(keys)}; missing {missing}, "
-            f"unknown {unknown}. Was it saved by another iterator?"
-        )
-    return state
+SKIPS_REFUSED = (
+    "the pipeline has an error budget (skip_errors): each process's state records the "
+    "elements it skipped by their position in its own shard, which another process count "
+    "cuts differently; restore with the same process count."
+)
 
 
-def state_int(owner: object, state: IteratorState, key: str) -> int:
-    """Returns `state[key]` if it is an int >= 0, else raises `InvalidStateError`."""
-    value: Any = state[key]
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidStateError(f"{owner!r}: state[{key!r}] must be an int >= 0, got {value!r}.")
-    return value
+class ParentStates:
+    """`chute_sources.internal.WrapperLayout` of the ops in this layer (and workers' batches).
+
+    Example:
+        >>> PARENT_STATES.inner({"parent": {"position": 4}, "index": 4})
+        {'position': 4}
+        >>> PARENT_STATES.rebuild({"parent": {}, "index": 4}, {"position": 2}, (1, 2))
+        {'parent': {'position': 2}, 'index': 2}
+    """
+
+    def inner(self, state: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The parent's state; None if `state` wraps none; raises if it records skips."""
+        if _PARENT not in state:
+            return None
+        if _ERRORS in state:
+            raise ValueError(SKIPS_REFUSED)
+        if not set(state) <= {_PARENT, _INDEX}:
+            raise ValueError(f"unexpected keys in the state {dict(state)!r:.200}.")
+        parent: Mapping[str, Any] = state[_PARENT]
+        return parent
+
+    def rebuild(
+        self, state: Mapping[str, Any], inner: dict[str, Any], scale: tuple[int, int]
+    ) -> dict[str, Any]:
+        """`state` around `inner`, its element count scaled like the positions."""
+        rebuilt: dict[str, Any] = {_PARENT: inner}
+        if _INDEX in state:  # Counts elements for error notes; scaled like the positions.
+            rebuilt[_INDEX] = int(state[_INDEX]) * scale[0] // scale[1]
+        return rebuilt
 
 
-def state_int_lists(owner: object, state: IteratorState, key: str) -> list[list[int]]:
-    """Returns `state[key]` if it is a list of lists of ints >= 0, else raises."""
-    value: JsonValue = state[key]
-    if isinstance(value, list) and all(
-        isinstance(inner, list)
-        and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in inner)
-        for inner in value
-    ):
-        return [[int(x) for x in inner] for inner in value]  # type: ignore[union-attr, arg-type]
-    raise InvalidStateError(
-        f"{owner!r}: state[{key!r}] must be a list of lists of ints >= 0, got {value!r}."
-    )
-
-
-def state_parent(owner: object, state: IteratorState) -> IteratorState:
-    """Returns `state["parent"]` (the parent iterator's state) if it is a dict."""
-    value = state["parent"]
-    if not isinstance(value, dict):
-        raise InvalidStateError(
-            f"{owner!r}: state['parent'] must be the parent iterator's state (a dict), got "
-            f"{value!r}."
-        )
-    return value
+PARENT_STATES = ParentStates()

@@ -18,5 +18,6 @@ Example:
 """
 
 from ._batch import Allocate, stacking_into
+from ._state import PARENT_STATES, SKIPS_REFUSED
 
-__all__ = ["Allocate", "stacking_into"]
+__all__ = ["Allocate", "PARENT_STATES", "SKIPS_REFUSED", "stacking_into"]

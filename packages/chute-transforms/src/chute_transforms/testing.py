@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from typing import Generic, Self, TypeVar
 
 from chute_sources import InvalidStateError, IteratorState
-
-from ._state import state_dict, state_int
+from chute_sources.internal import state_dict, state_int
 
 __all__ = ["ListIterator"]
 

@@ -1,18 +1,19 @@
 """What the fluent datasets tell the checkpoint layer about their pipeline's structure.
 
-`describe(iterator, kind, stages)` gives an iterator a `chute_pipeline` attribute: a
-zero-argument callable returning the stages with their parameters as objects (see
-`chute_checkpoint.describe_pipeline`, which turns them into the JSON a checkpoint's
-fingerprint hashes). It is computed only when a checkpoint is taken.
+`describe(iterator, kind, stages)` gives an iterator a `chute_pipeline` attribute: the
+pipeline's `chute_sources.PipelineDescription`, which called returns the stages with
+their parameters as objects (see `chute_checkpoint.describe_pipeline`, which turns them
+into the JSON a checkpoint's fingerprint hashes). It is computed only when a checkpoint
+is taken.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
 from chute_checkpoint import PIPELINE_ATTRIBUTE
+from chute_sources import PipelineDescription
 
 from ._pipeline import Stage
 
@@ -22,7 +23,7 @@ __all__ = ["describe", "pipeline_description"]
 def describe(iterator: Any, kind: str, stages: Sequence[Stage]) -> None:
     """Attaches the pipeline description to `iterator` (if it takes attributes)."""
     try:
-        setattr(iterator, PIPELINE_ATTRIBUTE, functools.partial(pipeline_description, kind, stages))
+        setattr(iterator, PIPELINE_ATTRIBUTE, PipelineDescription(kind, tuple(stages)))
     except AttributeError:  # A user's iterator with __slots__: described by class only.
         pass
 
@@ -36,11 +37,4 @@ def pipeline_description(kind: str, stages: Sequence[Stage]) -> dict[str, Any]:
         >>> pipeline_description("MapDataset", ds._stages)["stages"][1]
         {'op': 'shuffle', 'params': {'seed': 7}}
     """
-    return {"kind": kind, "stages": [_stage(item) for item in stages]}
-
-
-def _stage(item: Stage) -> dict[str, Any]:
-    described: dict[str, Any] = {"op": item.name, "params": dict(item.raw or item.params)}
-    if item.inputs:
-        described["inputs"] = [[_stage(part) for part in branch] for branch in item.inputs]
-    return described
+    return PipelineDescription(kind, tuple(stages))()

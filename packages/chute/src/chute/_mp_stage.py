@@ -13,7 +13,7 @@ __all__ = ["default_chunk_size", "mp_prefetch_stage", "with_chunk_size"]
 
 def default_chunk_size(factory: Any, stages: Sequence[Stage]) -> int:
     """64 elements or 1 batch, and at most 1/16 of the dataset's positions."""
-    names = [item.name for item in stages]
+    names = [item.op for item in stages]
     read_at = names.index("to_iter_dataset") if "to_iter_dataset" in names else 0
     size = 1 if "batch" in names[:read_at] else 64
     while isinstance(factory, OpFactory | SkipErrorsFactory):
@@ -35,7 +35,7 @@ def with_chunk_size(stages: Sequence[Stage], chunk_size: int) -> tuple[Stage, ..
     """`stages` with the last `mp_prefetch` stage showing `chunk_size` (when batch changed it)."""
     out = list(stages)
     for number in range(len(out) - 1, -1, -1):
-        if out[number].name == "mp_prefetch":
+        if out[number].op == "mp_prefetch":
             workers = int(dict(out[number].params)["num_workers"])
             out[number] = mp_prefetch_stage(workers, chunk_size)
             break

@@ -1,18 +1,29 @@
-"""What the fluent datasets remember about themselves: stages (for `print`) and seeds."""
+"""What the fluent datasets remember about themselves: their stages, and seeds.
+
+A dataset's pipeline is a tuple of `chute_sources.PipelineStage`s (`Stage` here), the
+one description every layer reads: `print(ds)` renders it, checkpoints fingerprint it,
+resharding and the worker planner read the traits each op declares. The fluent ops'
+traits are declared below, once, by this package that owns the ops.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from chute_sources import InvalidArgumentError, Source
+from chute_sources import (
+    InvalidArgumentError,
+    PipelineDescription,
+    PipelineStage,
+    Source,
+    StageTraits,
+    declare_stage,
+)
 from chute_sources.internal import check_int, check_seed
 
 __all__ = [
-    "RANDOM_STAGES",
     "Stage",
     "check_pipeline_seed",
     "derive_seed",
@@ -26,21 +37,48 @@ __all__ = [
 
 _MASK64 = (1 << 64) - 1
 
+Stage = PipelineStage
+"""One stage of a fluent pipeline (the shared description type)."""
 
-@dataclasses.dataclass(frozen=True)
-class Stage:
-    """One step of a pipeline as `print(ds)` shows it: a name, its parameters, inputs."""
-
-    name: str
-    params: tuple[tuple[str, str], ...] = ()
-    inputs: tuple[tuple[Stage, ...], ...] = ()
-    raw: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), compare=False, repr=False)
-    """The parameters as objects, for checkpoint fingerprints (`params` when empty)."""
-
-    def line(self) -> str:
-        """The stage on one line, e.g. `shuffle(seed=3)`."""
-        params = ", ".join(f"{key}={value}" if key else value for key, value in self.params)
-        return f"{self.name}({params})"
+_KEEPS = StageTraits(keeps_positions=True)
+_FLUENT_OPS = {
+    "source": StageTraits(),
+    "range": StageTraits(),
+    "slice": StageTraits(),
+    "mix": StageTraits(),
+    "select_from": StageTraits(),
+    "interleave": StageTraits(),
+    "repeat": StageTraits(),
+    "unbatch": StageTraits(),
+    "map_with_index": StageTraits(),
+    "seed": _KEEPS,
+    "map": StageTraits(elementwise=True, keeps_positions=True),
+    "random_map": StageTraits(elementwise=True, random=True),
+    "filter": StageTraits(elementwise=True, keeps_positions=True, drops=True),
+    "flat_map": StageTraits(elementwise=True, drops=True),
+    "shuffle": StageTraits(random=True),
+    "window_shuffle": StageTraits(random=True),
+    "shard": StageTraits(shard=("shard_index", "shard_count")),
+    "batch": StageTraits(
+        keeps_positions=True, groups="batch_size", performance=frozenset({"rows"})
+    ),
+    "to_iter_dataset": StageTraits(
+        keeps_positions=True, begins_stream=True, performance=frozenset({"read_options"})
+    ),
+    "prefetch": StageTraits(keeps_positions=True, performance=frozenset({"buffer_size"})),
+    "mp_prefetch": StageTraits(
+        keeps_positions=True,
+        chunk="chunk_size",
+        performance=frozenset({"num_workers", "worker_buffer_size", "per_worker_buffer_size"}),
+    ),
+    "to_device": StageTraits(
+        keeps_positions=True,
+        performance=frozenset({"device", "cpu_buffer_size", "device_buffer_size", "lockstep"}),
+    ),
+    "skip_errors": StageTraits(records_skips=True),
+}
+for _op, _traits in _FLUENT_OPS.items():
+    declare_stage(_op, _traits)
 
 
 def stage(name: str, **params: Any) -> Stage:
@@ -93,26 +131,7 @@ def render(kind: str, stages: Sequence[Stage]) -> str:
           source(n=3)
           .shuffle(seed=1)
     """
-    return "\n".join([kind, *_lines(stages, "  ")])
-
-
-def _lines(stages: Sequence[Stage], indent: str) -> list[str]:
-    lines = []
-    for number, item in enumerate(stages):
-        lines.append(f"{indent}{'.' if number else ''}{item.line()}")
-        for branch_number, branch in enumerate(item.inputs):
-            label = f"[{branch_number}] "
-            branch_lines = _lines(branch, indent + "  " + " " * len(label))
-            if not branch_lines:
-                lines.append(f"{indent}  {label}<a stream>")
-                continue
-            lines.append(f"{indent}  {label}{branch_lines[0].lstrip()}")
-            lines.extend(branch_lines[1:])
-    return lines
-
-
-RANDOM_STAGES = frozenset({"shuffle", "random_map", "window_shuffle"})
-"""Stages that draw from a seed."""
+    return PipelineDescription(kind, tuple(stages)).render()
 
 
 def random_stage_count(stages: Sequence[Stage]) -> int:
@@ -120,16 +139,22 @@ def random_stage_count(stages: Sequence[Stage]) -> int:
 
     Counting only random stages means adding a `map` or a `filter` upstream does not
     change the order a later `shuffle` gives.
+
+    Example:
+        >>> random_stage_count([stage("shuffle", seed=1), stage("map", fn=abs)])
+        1
     """
-    return sum(1 for item in stages if item.name in RANDOM_STAGES)
+    return sum(1 for item in stages if item.traits.random)
 
 
 def has_stage(stages: Sequence[Stage], names: frozenset[str]) -> bool:
-    """Whether a stage named in `names` is in `stages` or in any of their inputs."""
-    return any(
-        item.name in names or any(has_stage(branch, names) for branch in item.inputs)
-        for item in stages
-    )
+    """Whether a stage named in `names` is in `stages` or in any of their inputs.
+
+    Example:
+        >>> has_stage([stage("mix", weights=None)], frozenset({"shuffle"}))
+        False
+    """
+    return PipelineDescription("", tuple(stages)).find(lambda item: item.op in names)
 
 
 def stage_seed(

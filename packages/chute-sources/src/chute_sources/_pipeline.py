@@ -1,0 +1,254 @@
+"""One typed description of a pipeline, owned by the lowest layer and read by all.
+
+A pipeline is described as a tuple of `PipelineStage`s: each names its op, holds its
+parameters (as objects, and as the short text `print` shows), the stages of its inputs
+(a mix has several), and points to its `StageTraits`: what the stage does to positions
+and which of its parameters are performance knobs. Traits are declared once per op, by
+the package that owns the op (`declare_stage`), so every layer that reasons about a
+pipeline (the checkpoint's fingerprint and resharding, the worker planner, `repr`)
+dispatches on declared properties, never on op names it would have to know.
+
+Example:
+    >>> shuffle = PipelineStage("shuffle", (("seed", "3"),), raw=(("seed", 3),))
+    >>> description = PipelineDescription("MapDataset", (PipelineStage("range"), shuffle))
+    >>> print(description.render())
+    MapDataset
+      range()
+      .shuffle(seed=3)
+    >>> description()["stages"][1]
+    {'op': 'shuffle', 'params': {'seed': 3}}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+__all__ = [
+    "PipelineDescription",
+    "PipelineStage",
+    "PositionLayout",
+    "StageTraits",
+    "WrapperLayout",
+    "declare_stage",
+    "declared_stages",
+    "is_declared",
+    "stage_traits",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class StageTraits:
+    """What a stage does to the positions of the stream, declared by the op's owner.
+
+    Attributes:
+        elementwise: its output for an element depends on that element alone (and its
+            origin), so it may run on any chunk of positions in any process.
+        keeps_positions: element `i` of its output comes from position `i` of its
+            input, so the stages before it can be re-cut across processes.
+        drops: it may keep fewer elements than it reads (a filter).
+        random: it draws from a seed (counted to derive the next random stage's).
+        begins_stream: the stages after it are a stream (iterator) over the positions
+            it reads in order; before it, the pipeline is random-access.
+        shard: the names of its (shard index, shard count) parameters, if it takes one
+            shard of its input by stride.
+        groups: the parameter giving how many input positions make one output
+            position, for a random-access stage (a batch before the stream begins).
+        chunk: the parameter giving how many positions one chunk of its state holds
+            (its state counts chunks and an offset, not positions).
+        records_skips: its state lists skipped elements by their positions, which
+            another cut of the data would number differently.
+        performance: parameters that never change the elements (worker counts, buffer
+            sizes): left out of fingerprints, so a checkpoint restores across them.
+
+    Example:
+        >>> StageTraits(elementwise=True).keeps_positions
+        False
+    """
+
+    elementwise: bool = False
+    keeps_positions: bool = False
+    drops: bool = False
+    random: bool = False
+    begins_stream: bool = False
+    shard: tuple[str, str] | None = None
+    groups: str | None = None
+    chunk: str | None = None
+    records_skips: bool = False
+    performance: frozenset[str] = frozenset()
+
+
+_UNDECLARED = StageTraits()
+_TRAITS: dict[str, StageTraits] = {}
+
+
+def declare_stage(op: str, traits: StageTraits) -> None:
+    """Declares the traits of the op `op` (by the package that defines the op).
+
+    Declaring the same op again with other traits is a mistake and raises.
+
+    Example:
+        >>> declare_stage("docs_example", StageTraits())
+        >>> is_declared("docs_example"), stage_traits("docs_example").elementwise
+        (True, False)
+    """
+    known = _TRAITS.setdefault(op, traits)
+    if known != traits:
+        raise ValueError(f"stage {op!r} is already declared, with other traits: {known}.")
+
+
+def is_declared(op: str) -> bool:
+    """Whether a package declared the op `op` (see `declare_stage`).
+
+    Example:
+        >>> is_declared("no such op")
+        False
+    """
+    return op in _TRAITS
+
+
+def declared_stages() -> dict[str, StageTraits]:
+    """Every declared op and its traits (a copy), e.g. to list what a check allows.
+
+    Example:
+        >>> declare_stage("docs_example", StageTraits())
+        >>> declared_stages()["docs_example"].keeps_positions
+        False
+    """
+    return dict(_TRAITS)
+
+
+def stage_traits(op: str) -> StageTraits:
+    """The declared traits of `op`; an undeclared op has none (all False).
+
+    Example:
+        >>> stage_traits("no such op") == StageTraits()
+        True
+    """
+    return _TRAITS.get(op, _UNDECLARED)
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineStage:
+    """One stage of a pipeline: an op, its parameters, and the stages of its inputs.
+
+    Attributes:
+        op: the op's name, e.g. `shuffle`; its traits are `stage_traits(op)`.
+        params: the parameters as `print` shows them: `(name, text)` pairs (a name
+            of "" shows the text alone).
+        inputs: for ops over several pipelines (mix, interleave), each input's stages.
+        raw: the parameters as objects, which a checkpoint's fingerprint describes by
+            structure; empty: the shown ones.
+    """
+
+    op: str
+    params: tuple[tuple[str, str], ...] = ()
+    inputs: tuple[tuple[PipelineStage, ...], ...] = ()
+    raw: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), compare=False, repr=False)
+
+    @property
+    def traits(self) -> StageTraits:
+        """The traits declared for this stage's op."""
+        return stage_traits(self.op)
+
+    def line(self) -> str:
+        """The stage on one line, e.g. `shuffle(seed=3)`."""
+        params = ", ".join(f"{key}={value}" if key else value for key, value in self.params)
+        return f"{self.op}({params})"
+
+    def as_dict(self) -> dict[str, Any]:
+        """`{"op", "params", "inputs"}` with the parameters as objects (performance too)."""
+        described: dict[str, Any] = {"op": self.op, "params": dict(self.raw or self.params)}
+        if self.inputs:
+            described["inputs"] = [[stage.as_dict() for stage in part] for part in self.inputs]
+        return described
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineDescription:
+    """A whole pipeline: its kind (`MapDataset`, `DataLoader`, ...) and its stages.
+
+    Calling it gives the dict a checkpoint's fingerprint is computed from (see
+    `chute_checkpoint.describe_pipeline`), which is why iterators carry one as their
+    `chute_pipeline` attribute.
+    """
+
+    kind: str
+    stages: tuple[PipelineStage, ...]
+
+    def __call__(self) -> dict[str, Any]:
+        return {"kind": self.kind, "stages": [stage.as_dict() for stage in self.stages]}
+
+    def render(self) -> str:
+        """The pipeline as a readable chain: one stage a line, each input indented."""
+        return "\n".join([self.kind, *_lines(self.stages, "  ")])
+
+    def find(self, predicate: Any) -> bool:
+        """Whether a stage (or a stage of an input) satisfies `predicate(stage)`."""
+        return _find(self.stages, predicate)
+
+
+def _find(stages: tuple[PipelineStage, ...], predicate: Any) -> bool:
+    return any(
+        predicate(stage) or any(_find(part, predicate) for part in stage.inputs) for stage in stages
+    )
+
+
+def _lines(stages: tuple[PipelineStage, ...], indent: str) -> list[str]:
+    lines = []
+    for number, item in enumerate(stages):
+        lines.append(f"{indent}{'.' if number else ''}{item.line()}")
+        for branch_number, branch in enumerate(item.inputs):
+            label = f"[{branch_number}] "
+            branch_lines = _lines(branch, indent + "  " + " " * len(label))
+            if not branch_lines:
+                lines.append(f"{indent}  {label}<a stream>")
+                continue
+            lines.append(f"{indent}  {label}{branch_lines[0].lstrip()}")
+            lines.extend(branch_lines[1:])
+    return lines
+
+
+class PositionLayout(Protocol):
+    """How an iterator's state holds the position of the stream in its base positions.
+
+    Implemented by the layer that owns the state's layout (a reader's
+    `{"position": p}`, the workers' `{"chunk": c, "offset": k}`), so that resharding
+    moves a stream to another position without knowing any layout itself.
+    """
+
+    def read(self, state: Mapping[str, Any], chunk_size: int | None, drops: bool) -> int | None:
+        """The base position `state` is at; None if `state` is not of this layout.
+
+        `chunk_size` is the declared chunk size of the pipeline (`StageTraits.chunk`),
+        `drops` whether a stage may have dropped elements (`StageTraits.drops`).
+
+        Raises:
+            ValueError: the state is of this layout but its position cannot be told
+                (the message says why).
+        """
+        ...
+
+    def write(self, position: int, chunk_size: int | None) -> dict[str, Any]:
+        """The state of this layout at base position `position`."""
+        ...
+
+
+class WrapperLayout(Protocol):
+    """How the state of an iterator over a parent iterator holds the parent's state."""
+
+    def inner(self, state: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The parent's state inside `state`; None if `state` is not of this layout.
+
+        Raises:
+            ValueError: a state of this layout that cannot move to another position
+                (the message says why).
+        """
+        ...
+
+    def rebuild(
+        self, state: Mapping[str, Any], inner: dict[str, Any], scale: tuple[int, int]
+    ) -> dict[str, Any]:
+        """`state` around the moved parent state `inner`, counts scaled by `scale[0] / scale[1]`."""
+        ...
