@@ -166,7 +166,7 @@ def test_the_data_loader_names_itself_and_its_operations():
     with pytest.raises(
         ShippingError,
         match=r"^DataLoader\(worker_count=2\): operations\[1\] \(Tagged\) cannot be sent to "
-        r"worker processes: its \.fn\.__self__\.tag\['lock'\] is a _thread\.lock",
+        r"worker processes: its \.tag\['lock'\] is a _thread\.lock",
     ):
         iter(loader)
     with pytest.raises(ValueError, match=r"^DataLoader: worker_count must be >= 0, got -1\.$"):

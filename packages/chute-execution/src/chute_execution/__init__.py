@@ -29,6 +29,12 @@ from ._mp_batch import MultiprocessBatchIter as MultiprocessBatchIter
 from ._mp_options import MultiprocessingOptions as MultiprocessingOptions
 from ._mp_prefetch import MultiprocessPrefetchIter as MultiprocessPrefetchIter
 from ._mp_prefetch import WorkerError as WorkerError
+from ._planner import BatchSpec as BatchSpec
+from ._planner import PlanStep as PlanStep
+from ._planner import WorkerPlan as WorkerPlan
+from ._planner import batch_aligned_chunk_size as batch_aligned_chunk_size
+from ._planner import default_chunk_size as default_chunk_size
+from ._planner import plan_workers as plan_workers
 from ._prefetch_read import PrefetchReadIter as PrefetchReadIter
 from ._read_options import ReadAheadWarning as ReadAheadWarning
 from ._read_options import ReadOptions as ReadOptions
@@ -41,6 +47,7 @@ from ._worker_pool import WorkerDiedError as WorkerDiedError
 from ._worker_pool import WorkerTimeoutError as WorkerTimeoutError
 
 __all__ = [
+    "BatchSpec",
     "ChunkPlan",
     "ChunkResult",
     "DataLoader",
@@ -48,6 +55,7 @@ __all__ = [
     "MultiprocessPrefetchIter",
     "MultiprocessingOptions",
     "PerformanceConfig",
+    "PlanStep",
     "PrefetchReadIter",
     "ReadAheadWarning",
     "ReadOptions",
@@ -55,9 +63,13 @@ __all__ = [
     "ThreadPrefetchIter",
     "WorkerDiedError",
     "WorkerError",
+    "WorkerPlan",
     "WorkerTimeoutError",
+    "batch_aligned_chunk_size",
+    "default_chunk_size",
     "importable_in_workers",
     "pick_performance_config",
+    "plan_workers",
     "ship",
     "unship",
 ]

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import operator
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
@@ -30,7 +31,7 @@ from chute_sources.internal import (
     check_dataset,
     ledger_scope,
 )
-from chute_transforms import BatchError, batch_elements
+from chute_transforms import BatchError, MapChain, MapIter, batch_elements
 from chute_transforms.internal import Allocate, stacking_into
 
 __all__ = [
@@ -71,7 +72,7 @@ class ChunkResult(NamedTuple):
     """
 
     outputs: Any
-    origins: list[tuple[int, ...] | None]
+    origins: Sequence[tuple[int, ...] | None]
     skips: tuple[Skip, ...] = ()
     times: tuple[StageTime, ...] = ()
 
@@ -112,6 +113,43 @@ def outputs_before(
     return ChunkResult(outputs, origins, skips)
 
 
+class ConsecutiveOrigins(Sequence[tuple[int, ...]]):
+    """The origins `(start,), (start + 1,), ...` of `count` outputs, made when asked.
+
+    What a chunk of plain maps gives: one origin per position, in order, so nothing
+    needs to be built (or sent by a worker) per element. Equal to the list it stands for.
+
+    Example:
+        >>> origins = ConsecutiveOrigins(8, 3)
+        >>> origins[1], len(origins), origins == [(8,), (9,), (10,)]
+        ((9,), 3, True)
+    """
+
+    __slots__ = ("_size", "_start")
+
+    def __init__(self, start: int, count: int) -> None:
+        self._start, self._size = start, count
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [(self._start + i,) for i in range(self._size)[index]]
+        if not -self._size <= index < self._size:
+            raise IndexError(f"origin {index} of {self._size}")
+        return (self._start + index % self._size,)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __hash__(self) -> int:
+        return hash((self._start, self._size))
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
 class Unstacked(list):  # type: ignore[type-arg]
     """The outputs of a chunk that `stack` could not stack as one batch, as a list.
 
@@ -124,6 +162,14 @@ class Unstacked(list):  # type: ignore[type-arg]
         [1, 2]
     """
 
+
+def _has_dropped(elements: list[Any]) -> bool:
+    """Whether a position of `elements` was dropped (by identity: never `==` on records)."""
+    return any(map(operator.is_, elements, itertools.repeat(DROPPED)))
+
+
+_AHEAD = 4096
+"""The most positions one read ahead covers (`ChunkPlan.run(..., read_ahead=True)`)."""
 
 _READERS: dict[int, ThreadPoolExecutor] = {}
 """One reading thread pool per size, per process (workers each get their own)."""
@@ -378,31 +424,113 @@ class ChunkPlan:
             produced += 1
             yield element, getattr(stream, "origin", None)
 
+    def _maps_only(self) -> MapChain | None:
+        """A `MapChain` of the ops if they are all plain maps, else None (cached)."""
+        cached = self.__dict__.get("_maps")
+        if cached is None:
+            plain = all(op is MapIter and len(args) == 1 and not kw for op, args, kw in self.ops)
+            cached = MapChain([args[0] for _, args, _ in self.ops]) if plain else False
+            object.__setattr__(self, "_maps", cached)  # Not a field: never compared or sent.
+        return cached if isinstance(cached, MapChain) else None
+
+    def _read_ahead(self, start: int, stop: int) -> list[Any] | None:
+        """The records of `[start, stop)`, read with the next chunks' in one call.
+
+        For chunks run in order in this process: one read of several chunks costs
+        little more than one of a single chunk (a sampler's or a file's per-call
+        work), so reads grow while they take under 8 ms (up to `_AHEAD` positions) and
+        shrink when one takes over 32 ms, as `SequentialIter`'s do. None if the read
+        failed: the chunk is then read alone, and its error raised where it belongs.
+        """
+        held = self.__dict__.get("_held")
+        if held is not None and held[0] <= start and stop <= held[0] + len(held[1]):
+            return list(held[1][start - held[0] : stop - held[0]])
+        size = self.__dict__.get("_ahead_size", self.chunk_size)
+        began = time.perf_counter()
+        span = _read_chunk(
+            self.dataset, start, min(start + size, len(self.dataset)), self.read_threads, None, 0
+        )
+        seconds = time.perf_counter() - began
+        if seconds < 0.008:
+            size = min(2 * size, max(_AHEAD, self.chunk_size))
+        elif seconds > 0.032:
+            size = max(self.chunk_size, size // 2)
+        object.__setattr__(self, "_ahead_size", size)
+        if span.error is not None or span.failures or _has_dropped(span.elements):
+            object.__setattr__(self, "_held", None)
+            return None
+        object.__setattr__(self, "_held", (start, span.elements))
+        return span.elements[: stop - start]
+
+    def _run_maps(
+        self, chunk: int, chain: MapChain, read_ahead: bool
+    ) -> tuple[list[Any], Sequence[tuple[int, ...] | None]] | None:
+        """A chunk of plain maps, run over the whole list of records at once.
+
+        The same outputs, origins and errors as the stream of `MapIter`s, without an
+        iterator per op. None if a read failed or a position was dropped: the stream
+        then runs the chunk and says exactly what happened.
+        """
+        start = chunk * self.chunk_size
+        stop = min(start + self.chunk_size, len(self.dataset))
+        elements = self._read_ahead(start, stop) if read_ahead else None
+        if elements is None:
+            span = _read_chunk(self.dataset, start, stop, self.read_threads, None, 0)
+            if span.error is not None or span.failures or _has_dropped(span.elements):
+                return None
+            elements = span.elements
+        outputs: list[Any] = []
+        try:
+            chain.run(elements, start, outputs)
+        except Exception as error:
+            error.chute_outputs_before = len(outputs)  # type: ignore[attr-defined]
+            raise
+        return outputs, ConsecutiveOrigins(start, len(outputs))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for name in ("_maps", "_held", "_ahead_size"):
+            state.pop(name, None)
+        return state
+
     def run(
-        self, chunk: int, allocate: Allocate | None = None, replay: Iterable[Key] = ()
+        self,
+        chunk: int,
+        allocate: Allocate | None = None,
+        replay: Iterable[Key] = (),
+        read_ahead: bool = False,
     ) -> ChunkResult:
         """The outputs of chunk `chunk`, their origins and the elements skipped, in order.
 
         With `stack`, `allocate` (see `chute_transforms.stacking_into`) gives the memory
         to stack the array leaves into, e.g. a worker's shared-memory slab. `replay`:
         elements of this chunk skipped before a restore (`(stage, origin)`, the plan's
-        own stage numbers), skipped again without running them.
+        own stage numbers), skipped again without running them. `read_ahead`: chunks
+        are being run in order in this process, so a plan of plain maps may read the
+        next chunks' records with this one's (see `_read_ahead`); the outputs are the
+        same.
         """
-        outputs: list[Any] = []
-        origins: list[tuple[int, ...] | None] = []
-        ledger = self.ledger(replay)
-        clocks: list[StageClock] | None = [] if self.timed else None
-        try:
-            for element, origin in self.iterate(chunk, ledger, clocks):
-                outputs.append(element)
-                origins.append(origin)
-        except Exception as error:
-            # How many outputs came before the failure: the consumer hands those out
-            # before raising, as a single process would (see `outputs_before`).
-            error.chute_outputs_before = len(outputs)  # type: ignore[attr-defined]
-            raise
-        skips = () if ledger is None else tuple(ledger.reports)
-        times = () if clocks is None else tuple((c.elements, c.seconds) for c in clocks)
+        fast = None if self.timed or self.skip_errors else self._maps_only()
+        computed = None if fast is None else self._run_maps(chunk, fast, read_ahead)
+        if computed is not None:
+            outputs, origins = computed
+            skips: tuple[Skip, ...] = ()
+            times: tuple[StageTime, ...] = ()
+        else:
+            outputs, origins = [], []
+            ledger = self.ledger(replay)
+            clocks: list[StageClock] | None = [] if self.timed else None
+            try:
+                for element, origin in self.iterate(chunk, ledger, clocks):
+                    outputs.append(element)
+                    origins.append(origin)
+            except Exception as error:
+                # How many outputs came before the failure: the consumer hands those out
+                # before raising, as a single process would (see `outputs_before`).
+                error.chute_outputs_before = len(outputs)  # type: ignore[attr-defined]
+                raise
+            skips = () if ledger is None else tuple(ledger.reports)
+            times = () if clocks is None else tuple((c.elements, c.seconds) for c in clocks)
         result: Any = outputs
         if self.stack:
             if not outputs:

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from chute_samplers import EpochArray, IndexSampler, IterNode, MapNode, PositionArray, record_rng
 from chute_samplers.internal import RNG_OP
-from chute_sources import ErrorBudget, RandomAccessDataSource, read_records
+from chute_sources import (
+    ErrorBudget,
+    PipelineDescription,
+    PipelineStage,
+    RandomAccessDataSource,
+    StageTraits,
+    declare_stage,
+    read_records,
+)
 from chute_sources.internal import check_count
 from chute_transforms import (
     BatchIter,
@@ -20,33 +29,39 @@ from chute_transforms import (
     MapTransform,
     RandomMapIter,
     RandomMapTransform,
-    SkipErrorsIter,
     as_filter_fn,
     as_flat_map_fn,
     as_map_fn,
     as_random_map_fn,
 )
 
-from ._chunk_plan import ChunkPlan, StreamOp
 from ._mp_options import MultiprocessingOptions
-from ._mp_prefetch import MultiprocessPrefetchIter
+from ._planner import BatchSpec, PlanStep, WorkerPlan, plan_workers
 from ._read_options import ReadOptions
 
 __all__ = ["DataLoader"]
 
 
-class _Sampled(MapNode[tuple[int, Any]]):
-    """Position p: `(global index, source[record key])` as the sampler says."""
+class _Sampled(MapNode[Any]):
+    """Position p: `source[record key]` as the sampler says.
 
-    def __init__(self, source: RandomAccessDataSource[Any], sampler: IndexSampler) -> None:
-        self.source, self.sampler = source, sampler
+    With `pairs`, the pair `(global index, record)`: a random map draws from the
+    record's own generator.
+    """
+
+    def __init__(
+        self, source: RandomAccessDataSource[Any], sampler: IndexSampler, pairs: bool
+    ) -> None:
+        self.source, self.sampler, self.pairs = source, sampler, pairs
 
     def __len__(self) -> int:
         return len(self.sampler)
 
-    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[tuple[int, Any]]:
+    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[Any]:
         indices, keys = self.sampler.locate(positions)
         records = read_records(self.source, keys.tolist())
+        if not self.pairs:
+            return records
         return list(zip(indices.tolist(), records, strict=True))
 
 
@@ -91,8 +106,31 @@ class _FlatOnElement:
         return [(pair[0], out) for out in self.fn(pair[1])]
 
 
+def _record_step(op: Any, name: str, seed: int) -> PlanStep:
+    """`op` over records (not pairs), as a per-record step."""
+    if isinstance(op, RandomMapTransform):
+        return PlanStep(RandomMapIter, (op, seed), name=name)
+    if isinstance(op, FilterTransform):
+        return PlanStep(FilterIter, (op,), name=name, elementwise=True)
+    if isinstance(op, FlatMapTransform):
+        return PlanStep(FlatMapIter, (op,), name=name, elementwise=True)
+    if isinstance(op, MapTransform) or callable(op):
+        return PlanStep(MapIter, (op,), name=name, elementwise=True)
+    raise TypeError(f"DataLoader: {op!r} is not a transform or a callable.")
+
+
 def _element(pair: tuple[int, Any]) -> Any:
     return pair[1]
+
+
+def _stage(op: str, **params: Any) -> PipelineStage:
+    return PipelineStage(
+        op, tuple((k, repr(v)) for k, v in params.items()), raw=tuple(params.items())
+    )
+
+
+for _op in ("data_source", "sampler", "operation", "chunks", "error_budget"):
+    declare_stage(_op, StageTraits())  # None keeps positions a reshard could re-cut.
 
 
 def _operation_name(number: int, op: object) -> str:
@@ -119,7 +157,10 @@ class DataLoader:
         worker_count: worker processes (0: in this process).
         worker_buffer_size: chunks each worker may work ahead.
         read_options: threads that read each chunk of records (per process).
-        chunk_size: records per unit of work handed to a worker.
+        chunk_size: records per unit of work handed to a worker; None: the planner's
+            choice (`chute_execution.default_chunk_size`: 64 records, whole batches when
+            the workers batch). Part of the checkpoint: a state restores only with the
+            same chunk size.
         error_budget: skip records that fail to read or to transform (the operations
             before the first batch) within this budget, instead of raising; see
             `chute.IterDataset.skip_errors`. The iterator's `failures` and `skipped`
@@ -145,7 +186,7 @@ class DataLoader:
         worker_count: int = 0,
         worker_buffer_size: int = 1,
         read_options: ReadOptions | None = None,
-        chunk_size: int = 64,
+        chunk_size: int | None = None,
         error_budget: ErrorBudget | None = None,
     ) -> None:
         if not isinstance(sampler, IndexSampler):
@@ -166,7 +207,11 @@ class DataLoader:
             check_count(worker_buffer_size, "worker_buffer_size", "DataLoader", minimum=1),
         )
         self.read_options = read_options
-        self.chunk_size = check_count(chunk_size, "chunk_size", "DataLoader", minimum=1)
+        self.chunk_size = (
+            None
+            if chunk_size is None
+            else check_count(chunk_size, "chunk_size", "DataLoader", minimum=1)
+        )
         if error_budget is not None and not isinstance(error_budget, ErrorBudget):
             raise TypeError(
                 "DataLoader: error_budget must be an ErrorBudget (e.g. "
@@ -176,73 +221,105 @@ class DataLoader:
         self._seed = 0 if sampler.seed is None else sampler.seed
         self._chunk_ops, self._tail = self._compile(list(operations))
         self._operations = tuple(operations)
-        self._chunk_names = (
-            "data_source",
-            *(
-                _operation_name(n, op)
-                for n, op in enumerate(operations[: len(self._chunk_ops) - 1])
-            ),
-            "DataLoader",
-        )
 
-    def _compile(self, operations: list[Any]) -> tuple[list[StreamOp], list[StreamOp]]:
-        chunk_ops: list[StreamOp] = []
+    def _compile(self, operations: list[Any]) -> tuple[list[PlanStep], list[PlanStep]]:
+        """The operations as planner steps, in order.
+
+        The per-record ones (before the first batch) work on `(index, record)` pairs,
+        so that a random map gets the record's own generator; the batch and the rest
+        work on the records.
+        """
+        chunk_steps: list[PlanStep] = []
+        position = 0
+        while position < len(operations) and not isinstance(operations[position], BatchTransform):
+            position += 1
+        if not any(isinstance(op, RandomMapTransform) for op in operations[:position]):
+            self._pairs = False  # No record needs its index: the records travel alone.
+            for number, op in enumerate(operations[:position]):
+                chunk_steps.append(_record_step(op, _operation_name(number, op), self._seed))
+            return chunk_steps, self._tail_steps(operations, position)
+        self._pairs = True
         position = 0
         while position < len(operations) and not isinstance(operations[position], BatchTransform):
             op = operations[position]
+            name = _operation_name(position, op)
             if isinstance(op, RandomMapTransform):
-                chunk_ops.append((MapIter, (_RandomOnElement(op, self._seed),), {}))
+                step = PlanStep(MapIter, (_RandomOnElement(op, self._seed),), name=name)
             elif isinstance(op, FilterTransform):
-                chunk_ops.append((FilterIter, (_FilterOnElement(op),), {}))
+                step = PlanStep(FilterIter, (_FilterOnElement(op),), name=name)
             elif isinstance(op, FlatMapTransform):
-                chunk_ops.append((FlatMapIter, (_FlatOnElement(op),), {}))
+                step = PlanStep(FlatMapIter, (_FlatOnElement(op),), name=name)
             else:
-                chunk_ops.append((MapIter, (_OnElement(op),), {}))
+                step = PlanStep(MapIter, (_OnElement(op),), name=name)
+            chunk_steps.append(dataclasses.replace(step, elementwise=True))
             position += 1
-        chunk_ops.append((MapIter, (_element,), {}))
-        tail: list[StreamOp] = []
-        for op in operations[position:]:
+        chunk_steps.append(PlanStep(MapIter, (_element,), name="DataLoader", elementwise=True))
+        return chunk_steps, self._tail_steps(operations, position)
+
+    def _tail_steps(self, operations: list[Any], position: int) -> list[PlanStep]:
+        tail: list[PlanStep] = []
+        for number, op in enumerate(operations[position:], start=position):
+            name = _operation_name(number, op)
             if isinstance(op, BatchTransform):
-                tail.append((BatchIter.from_transform, (op,), {}))
-            elif isinstance(op, RandomMapTransform):
-                tail.append((RandomMapIter, (op, self._seed), {}))
-            elif isinstance(op, FilterTransform):
-                tail.append((FilterIter, (op,), {}))
-            elif isinstance(op, FlatMapTransform):
-                tail.append((FlatMapIter, (op,), {}))
-            elif isinstance(op, MapTransform) or callable(op):
-                tail.append((MapIter, (op,), {}))
+                spec = None
+                if op.batch_fn is None:  # The workers may stack it.
+                    spec = BatchSpec(op.batch_size, op.drop_remainder, op.pad)
+                tail.append(PlanStep(BatchIter.from_transform, (op,), name=name, batch=spec))
             else:
-                raise TypeError(f"DataLoader: {op!r} is not a transform or a callable.")
-        return chunk_ops, tail
+                tail.append(
+                    dataclasses.replace(_record_step(op, name, self._seed), elementwise=False)
+                )
+        return tail
+
+    def plan(self) -> WorkerPlan:
+        """What runs in the workers and what here (see `chute_execution.plan_workers`).
+
+        The per-record operations before the first batch run in the workers, chunk by
+        chunk; a `BatchTransform` right after them is stacked by the workers too, into
+        shared memory, so this process only hands out slices.
+
+        Example:
+            >>> from chute_samplers import IndexSampler, NoSharding
+            >>> from chute_sources import RangeSource
+            >>> from chute_transforms import BatchTransform
+            >>> sampler = IndexSampler(8, shard_options=NoSharding(), num_epochs=1)
+            >>> loader = DataLoader(
+            ...     data_source=RangeSource(8), sampler=sampler,
+            ...     operations=[BatchTransform(4)], worker_count=0)
+            >>> loader.plan().workers_batch
+            True
+        """
+        steps = list(self._chunk_ops)
+        if self.error_budget is not None:
+            steps.append(PlanStep(None, name="error_budget", budget=self.error_budget))
+        steps.extend(self._tail)
+        read_threads = 0 if self.read_options is None else self.read_options.num_threads
+        return plan_workers(
+            _Sampled(self.data_source, self.sampler, self._pairs),
+            steps,
+            self.options,
+            chunk_size=self.chunk_size,
+            read_threads=read_threads,
+            caller=f"DataLoader(worker_count={self.options.num_workers})",
+            reader_name="data_source",
+        )
 
     def __iter__(self) -> IterNode[Any]:
-        read_threads = 0 if self.read_options is None else self.read_options.num_threads
-        plan = ChunkPlan(
-            _Sampled(self.data_source, self.sampler),
-            self._chunk_ops,
-            self.chunk_size,
-            read_threads,
-            names=self._chunk_names,
-        )
-        iterator: Any
-        caller = f"DataLoader(worker_count={self.options.num_workers})"
-        if self.error_budget is None:
-            iterator = MultiprocessPrefetchIter(plan, self.options, caller=caller)
-        else:
-            options = self.options
-            iterator = SkipErrorsIter(
-                lambda: MultiprocessPrefetchIter(plan, options, caller=caller), self.error_budget
-            )
-        for op, args, kwargs in self._tail:
-            iterator = op(iterator, *args, **kwargs)
-        result: IterNode[Any] = iterator
-        result.chute_pipeline = self._describe  # type: ignore[attr-defined]
+        result: IterNode[Any] = self.plan().build()
+        result.chute_pipeline = self.description()  # type: ignore[attr-defined]
         return result
 
-    def _describe(self) -> dict[str, Any]:
-        # The structure chute_checkpoint fingerprints (not the worker count: it never
-        # changes the elements).
+    def description(self) -> PipelineDescription:
+        """The loader's pipeline, as a checkpoint fingerprints it (never the worker count).
+
+        Example:
+            >>> from chute_samplers import IndexSampler, NoSharding
+            >>> from chute_sources import RangeSource
+            >>> sampler = IndexSampler(4, shard_options=NoSharding(), num_epochs=1)
+            >>> loader = DataLoader(data_source=RangeSource(4), sampler=sampler)
+            >>> [stage.op for stage in loader.description().stages]
+            ['data_source', 'sampler', 'chunks']
+        """
         sampler = self.sampler
         sampling = {
             "num_records": sampler.num_records,
@@ -251,20 +328,15 @@ class DataLoader:
             "shuffle": sampler.shuffle,
             "seed": sampler.seed,
         }
-        return {
-            "kind": "DataLoader",
-            "stages": [
-                {"op": "data_source", "params": {"source": self.data_source}},
-                {"op": "sampler", "params": sampling},
-                *({"op": "operation", "params": {"transform": op}} for op in self._operations),
-                {"op": "chunks", "params": {"chunk_size": self.chunk_size}},
-                *(
-                    [{"op": "error_budget", "params": {"budget": self.error_budget}}]
-                    if self.error_budget is not None
-                    else []
-                ),
-            ],
-        }
+        stages = [
+            _stage("data_source", source=self.data_source),
+            _stage("sampler", **sampling),
+            *(_stage("operation", transform=op) for op in self._operations),
+            _stage("chunks", chunk_size=self.plan().chunks.chunk_size),
+        ]
+        if self.error_budget is not None:
+            stages.append(_stage("error_budget", budget=self.error_budget))
+        return PipelineDescription("DataLoader", tuple(stages))
 
     def __repr__(self) -> str:
         return (

@@ -12,7 +12,7 @@ costs one `np.concatenate`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,7 @@ class MultiprocessBatchIter(IterNode[Any]):
         drop_remainder: leave out a last short batch.
         pad: pad a short batch with zeros; every batch is then a `(batch, mask)` pair.
         worker_init_fn: called as `fn(worker_index, num_workers)` in each worker.
+        caller: how messages name what runs the workers (e.g. `DataLoader(...)`).
 
     Example:
         >>> plan = ChunkPlan(range(7), chunk_size=3)
@@ -57,20 +58,21 @@ class MultiprocessBatchIter(IterNode[Any]):
         drop_remainder: bool = False,
         pad: bool = False,
         worker_init_fn: Callable[[int, int], Any] | None = None,
+        caller: str = "mp_prefetch",
     ) -> None:
         self._size = check_count(batch_size, "batch_size", "MultiprocessBatchIter", minimum=1)
         if drop_remainder and pad:
             raise ValueError("MultiprocessBatchIter: drop_remainder and pad contradict.")
         self._drop_remainder, self._pad = drop_remainder, pad
         self._plan = dataclasses.replace(plan, stack=True)
-        self._chunks = MultiprocessPrefetchIter(self._plan, options, worker_init_fn)
+        self._chunks = MultiprocessPrefetchIter(self._plan, options, worker_init_fn, caller)
         self._failure: Exception | None = None  # Of the loaded chunk, after its last row.
         self._num_chunks = plan.num_chunks
         self._chunk, self._offset = 0, 0
-        self._cached: tuple[int, Any, int, list[Any]] | None = None
+        self._cached: tuple[int, Any, int, Sequence[Any]] | None = None
         self._last_origin: Any = None
 
-    def _load(self, chunk: int) -> tuple[Any, int, list[Any]]:
+    def _load(self, chunk: int) -> tuple[Any, int, Sequence[Any]]:
         if self._cached is None or self._cached[0] != chunk:
             self._failure = None
             try:

@@ -19,7 +19,7 @@ import dataclasses
 import sys
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from chute_samplers import IterNode
@@ -120,7 +120,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         self._offset = 0
         self._outputs: list[Any] | None = None
         self._failure: Exception | None = None  # Raised once the outputs before it are out.
-        self._origins: list[tuple[int, ...] | None] = []
+        self._origins: Sequence[tuple[int, ...] | None] = []
         self._last_origin: tuple[int, ...] | None = None
         self._generation = 0
         self._next_submit = 0
@@ -257,7 +257,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
     def _result(self, chunk: int) -> ChunkResult:
         workers = self._options.num_workers
         if workers == 0:
-            result = self._plan.run(chunk, replay=self.replay_for(chunk))
+            result = self._plan.run(chunk, replay=self.replay_for(chunk), read_ahead=True)
         else:
             pool = self._ensure_pool()
             try:

@@ -43,6 +43,7 @@ from ._iter_ops import FlatMapIter as FlatMapIter
 from ._iter_ops import MapIter as MapIter
 from ._iter_ops import MapWithIndexIter as MapWithIndexIter
 from ._iter_ops import RandomMapIter as RandomMapIter
+from ._map_chain import MapChain as MapChain
 from ._map_ops import FilterMap as FilterMap
 from ._map_ops import FilterWarning as FilterWarning
 from ._map_ops import MapMap as MapMap
@@ -74,6 +75,7 @@ __all__ = [
     "FlatMapIter",
     "FlatMapMap",
     "FlatMapTransform",
+    "MapChain",
     "MapIter",
     "MapMap",
     "MapTransform",

@@ -1,64 +1,89 @@
-"""The picklable factories behind `IterDataset`: each builds a fresh iterator chain.
+"""The factories behind `IterDataset`: each builds a fresh iterator chain, and says its stages.
 
-Worker processes receive them pickled, so they hold classes, functions and arguments,
-never lambdas of ours.
+A dataset is its last factory. Each factory holds its parent(s) and its own stage (the
+`chute_sources.PipelineStage` that `print`, checkpoints and the planner read), so the
+pipeline's description is derived from the one chain that also builds it: there is no
+second copy to keep in step. Worker processes receive what the planner cuts from the
+chain, so factories hold classes, functions and arguments, never lambdas of ours.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, ParamSpec, TypeVar
+from typing import Any, Protocol
 
 from chute_execution import (
-    ChunkPlan,
-    MultiprocessBatchIter,
+    BatchSpec,
     MultiprocessingOptions,
-    MultiprocessPrefetchIter,
+    PlanStep,
     PrefetchReadIter,
     ReadOptions,
+    WorkerPlan,
+    plan_workers,
 )
 from chute_samplers import InterleaveIter, MixIter, SequentialIter
 from chute_sources import CheckpointableIterator, ErrorBudget, RandomAccessDataSource
-from chute_transforms import (
-    BatchIter,
-    FilterIter,
-    FlatMapIter,
-    MapIter,
-    RandomMapIter,
-    SkipErrorsIter,
-)
+from chute_transforms import BatchIter, SkipErrorsIter
 
+from ._pipeline import Stage
 from ._stats import RECORDER, timed
 
 __all__ = [
     "EmptyIterator",
     "Factory",
     "InterleaveFactory",
+    "MarkFactory",
     "MixFactory",
     "MultiprocessFactory",
     "OpFactory",
     "SequentialFactory",
     "SkipErrorsFactory",
-    "split_for_workers",
+    "SourceFactory",
+    "batch_step",
+    "plan_request",
 ]
 
-T = TypeVar("T")
-U = TypeVar("U")
-P = ParamSpec("P")
-R = TypeVar("R")
-Factory = Callable[[], CheckpointableIterator[Any]]
-"""Builds a fresh iterator at the start of the stream (picklable, for workers)."""
+
+class Factory(Protocol):
+    """Builds a fresh iterator at the start of the stream; `stages` describes it."""
+
+    @property
+    def stages(self) -> tuple[Stage, ...]: ...
+
+    def __call__(self) -> CheckpointableIterator[Any]: ...
+
+
+class SourceFactory:
+    """A user's zero-argument callable that makes the stream (`IterDataset.source`)."""
+
+    def __init__(self, make: Callable[[], CheckpointableIterator[Any]], stage: Stage) -> None:
+        self.make, self.stage = make, stage
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return (self.stage,)
+
+    def __call__(self) -> CheckpointableIterator[Any]:
+        return self.make()
 
 
 class SequentialFactory:
-    """Builds an iterator reading a random-access dataset in order (threads optional)."""
+    """Reads a random-access dataset in order (threads optional): `to_iter_dataset`."""
 
     def __init__(
-        self, node: RandomAccessDataSource[Any], read_options: ReadOptions | None = None
+        self,
+        node: RandomAccessDataSource[Any],
+        read_options: ReadOptions | None,
+        stages: tuple[Stage, ...],
     ) -> None:
-        self.node = node
-        self.read_options = read_options
+        self.node, self.read_options = node, read_options
+        self._stages = stages  # The MapDataset's, then to_iter_dataset's.
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return self._stages
 
     def __call__(self) -> CheckpointableIterator[Any]:
         if self.read_options is None:
@@ -67,174 +92,134 @@ class SequentialFactory:
             iterator = PrefetchReadIter(self.node, self.read_options)
         return timed(iterator, "to_iter_dataset()")  # type: ignore[no-any-return]
 
+    def elements_are_batches(self) -> bool:
+        """Whether the positions read are whole batches (a batch before the stream)."""
+        return any(item.traits.groups for item in self._stages[:-1])
 
-class OpFactory:
+
+class _Child:
+    """A factory over one parent: its stages are the parent's plus its own."""
+
+    parent: Factory
+    stage: Stage
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return (*self.parent.stages, self.stage)
+
+
+class OpFactory(_Child):
     """Builds `op(parent(), *args, **kwargs)`: one stream op over a fresh parent."""
 
-    def __init__(self, parent: Factory, op: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        self.parent, self.op, self.args, self.kwargs = parent, op, args, kwargs
-        self.name = getattr(op, "__name__", "stage")
+    def __init__(
+        self, parent: Factory, stage: Stage, op: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> None:
+        self.parent, self.stage = parent, stage
+        self.op, self.args, self.kwargs = op, args, kwargs
+        self.name = stage.line()
 
     def __call__(self) -> CheckpointableIterator[Any]:
-        result: Any = self.op(self.parent(), *self.args, **self.kwargs)
-        return timed(result, self.name)  # type: ignore[no-any-return]
+        return timed(self.op(self.parent(), *self.args, **self.kwargs), self.name)  # type: ignore[no-any-return]
+
+    def step(self) -> PlanStep:
+        """This op as the worker planner sees it."""
+        return PlanStep(
+            self.op, self.args, self.kwargs, self.name, elementwise=self.stage.traits.elementwise
+        )
 
 
-class SkipErrorsFactory:
-    """Builds `SkipErrorsIter(parent, budget)`: the parent's stages skip failing elements."""
+class MarkFactory(_Child):
+    """A stage that changes no element and builds nothing (e.g. `seed`)."""
 
-    def __init__(self, parent: Factory, budget: ErrorBudget, name: str) -> None:
-        self.parent, self.budget, self.name = parent, budget, name
+    def __init__(self, parent: Factory, stage: Stage) -> None:
+        self.parent, self.stage = parent, stage
+
+    def __call__(self) -> CheckpointableIterator[Any]:
+        return self.parent()
+
+
+class SkipErrorsFactory(_Child):
+    """`SkipErrorsIter(parent, budget)`: the parent's stages skip failing elements."""
+
+    def __init__(self, parent: Factory, budget: ErrorBudget, stage: Stage) -> None:
+        self.parent, self.budget, self.stage = parent, budget, stage
+        self.name = stage.line()
 
     def __call__(self) -> CheckpointableIterator[Any]:
         return timed(SkipErrorsIter(self.parent, self.budget), self.name)  # type: ignore[no-any-return]
 
-
-_ELEMENTWISE = frozenset({MapIter, FilterIter, FlatMapIter, RandomMapIter})
-"""Stream ops whose outputs for a chunk of base positions do not depend on other chunks."""
+    def step(self) -> PlanStep:
+        """This budget as the worker planner sees it (a marker)."""
+        return PlanStep(None, name=self.name, budget=self.budget)
 
 
 class MultiprocessFactory:
-    """Builds the chunked part on workers, then the rest of the pipeline in this process."""
+    """The part the planner gives the workers, then the rest in this process.
+
+    Holds the planning request (`plan_workers` with its arguments), so that a
+    `.batch()` right after can be planned again with the workers batching.
+    """
 
     def __init__(
         self,
-        plan: ChunkPlan,
-        options: MultiprocessingOptions,
-        init_fn: Callable[[int, int], Any] | None,
-        tail: Sequence[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]],
-        batch_after: str | None = None,
-        auto_chunk: bool = False,
-        skip: tuple[ErrorBudget, int, str] | None = None,
-        names: Sequence[str] = (),
+        parent: Factory,
+        request: functools.partial[WorkerPlan],
+        stage: Callable[[int], Stage],
+        then_batch: Stage | None = None,
     ) -> None:
-        self.plan, self.options, self.init_fn, self.tail = plan, options, init_fn, tuple(tail)
-        self.batch_after = batch_after
-        self.auto_chunk = auto_chunk  # The chunk size was chosen by chute, not the user.
-        # A `skip_errors` stage: its budget, how many tail stages it follows, its name.
-        self.skip = skip
-        self.names = tuple(names)  # Of the plan's stages, for statistics.
+        self.parent, self.request, self.make_stage = parent, request, stage
+        self.then_batch = then_batch  # A `.batch()` right after, that the workers run.
+        self.plan = request()
 
-    def with_batch_after(
-        self, name: str, batch_size: int, drop_remainder: bool, pad: bool
-    ) -> MultiprocessFactory | None:
-        """This factory with `.batch(...)` right after it run by the workers, if it can.
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        own = (self.make_stage(self.plan.chunks.chunk_size),)
+        return (*self.parent.stages, *own, *((self.then_batch,) if self.then_batch else ()))
+
+    def with_batch(self, stage: Stage, step: PlanStep) -> MultiprocessFactory | None:
+        """This factory with the batch `step` right after it run by the workers, if it can.
 
         The workers then stack whole chunks into shared memory and the consumer hands
         out slices of them: the same batches and states as batching the merged stream
-        here, without copying each batch once more. `name` keeps the batch's own
-        stage in the statistics. None if there is something between them.
+        here, without copying each batch once more. None if something is in between.
         """
-        if self.tail or self.batch_after is not None:
+        if self.plan.tail or self.then_batch is not None:
             return None
-        options = {"drop_remainder": drop_remainder, "pad": pad}
-        plan = self.plan
-        if self.auto_chunk:  # Whole batches per chunk: each batch is one slice of a slab.
-            size = batch_aligned_chunk_size(batch_size, len(plan.dataset))
-            plan = dataclasses.replace(plan, chunk_size=size)
-        return MultiprocessFactory(
-            plan,
-            self.options,
-            self.init_fn,
-            [(BatchIter, (batch_size,), options)],
-            name,
-            skip=self.skip,
-            names=self.names,
+        dataset, steps, *rest = self.request.args
+        request = functools.partial(
+            self.request.func, dataset, (*steps, step), *rest, **self.request.keywords
         )
+        return MultiprocessFactory(self.parent, request, self.make_stage, stage)
 
     def __call__(self) -> CheckpointableIterator[Any]:
-        if self.skip is None:
-            iterator, consumed = self._head()
-            return self._stack(iterator, self.tail[consumed:])  # type: ignore[no-any-return]
-        budget, at, name = self.skip
-        parts: dict[str, int] = {}
-
-        def inner() -> CheckpointableIterator[Any]:
-            iterator, consumed = self._head()
-            parts["consumed"] = consumed
-            return self._stack(iterator, self.tail[consumed : max(at, consumed)])  # type: ignore[no-any-return]
-
-        wrapped = timed(SkipErrorsIter(inner, budget), name)
-        return self._stack(wrapped, self.tail[max(at, parts["consumed"]) :])  # type: ignore[no-any-return]
-
-    def _head(self) -> tuple[Any, int]:
-        """The workers' iterator, and how many tail stages it took over (a batch)."""
-        tail = self.tail
-        iterator: Any
-        consumed = 0
         recorder = RECORDER.get()
         plan = self.plan
         if recorder is not None:  # The workers time each of the plan's stages too.
-            plan = dataclasses.replace(plan, timed=True)
-        if tail and tail[0][0] is BatchIter and tail[0][2].get("batch_fn") is None:
-            # The workers stack their chunks; this process only slices out batches.
-            _, (batch_size,), options = tail[0]
-            iterator = MultiprocessBatchIter(
-                plan,
-                self.options,
-                batch_size,
-                drop_remainder=options.get("drop_remainder", False),
-                pad=options.get("pad", False),
-                worker_init_fn=self.init_fn,
-            )
-            consumed = 1
-        else:
-            iterator = MultiprocessPrefetchIter(plan, self.options, self.init_fn)
-        workers = iterator
-        iterator = timed(iterator, f"mp_prefetch(num_workers={self.options.num_workers})")
-        if recorder is not None:
-            recorder.add_workers(self.names, workers, self.options.num_workers)
-        if self.batch_after is not None:
-            iterator = timed(iterator, self.batch_after)  # Its work ran in the workers.
-        return iterator, consumed
+            plan = dataclasses.replace(plan, chunks=dataclasses.replace(plan.chunks, timed=True))
 
-    @staticmethod
-    def _stack(iterator: Any, tail: Sequence[Any]) -> Any:
-        for op, args, kwargs in tail:
-            iterator = timed(op(iterator, *args, **kwargs), getattr(op, "__name__", "stage"))
-        return iterator
+        def on_workers(workers: Any) -> None:
+            if recorder is not None:
+                recorder.add_workers(plan.chunks.names, workers, plan.options.num_workers)
+
+        return plan.build(wrap=timed, on_workers=on_workers)  # type: ignore[no-any-return]
 
 
-def batch_aligned_chunk_size(batch_size: int, length: int) -> int:
-    """A chunk size that is a multiple of `batch_size`, for workers that batch.
+def plan_request(
+    factory: Factory,
+    options: MultiprocessingOptions,
+    init_fn: Callable[[int, int], Any] | None,
+    chunk_size: int | None,
+) -> functools.partial[WorkerPlan]:
+    """The planner's request for `factory`'s pipeline: its reader, then its stream steps.
 
-    About 64 elements, at most 1/16 of the dataset, and at least one batch.
-
-    Example:
-        >>> batch_aligned_chunk_size(128, 4096), batch_aligned_chunk_size(8, 10_000)
-        (128, 64)
+    Raises:
+        TypeError: the pipeline does not start by reading a random-access dataset in
+            order, so it cannot be cut into chunks.
     """
-    per_chunk = max(1, 64 // batch_size)
-    cap = max(1, -(-length // 16))
-    return batch_size * max(1, min(per_chunk, cap // batch_size))
-
-
-class Split(NamedTuple):
-    """A pipeline cut for workers (see `split_for_workers`)."""
-
-    plan: ChunkPlan
-    tail: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]]
-    skip: tuple[ErrorBudget, int, str] | None
-    names: tuple[str, ...]  # Of the plan's stages, for statistics: the reader, the ops.
-
-
-def split_for_workers(factory: Factory, chunk_size: int) -> Split:
-    """Cuts a pipeline into the chunked part (base + elementwise ops) and the rest.
-
-    Returns the plan, the stages after it, and a `skip_errors` stage if there is one
-    (its budget, how many stages of the rest come before it, its name): the stages
-    before it skip failing elements, in the workers too (`ChunkPlan.covered`).
-    """
-    steps: list[Any] = []
-    skips: list[SkipErrorsFactory] = []
-    names: list[str] = []
-    while isinstance(factory, OpFactory | SkipErrorsFactory):
-        if isinstance(factory, SkipErrorsFactory):
-            skips.append(factory)
-            steps.append(factory)
-        else:
-            steps.append((factory.op, factory.args, factory.kwargs))
-            names.append(factory.name)
+    steps: list[PlanStep] = []
+    while isinstance(factory, OpFactory | SkipErrorsFactory | MarkFactory):
+        if not isinstance(factory, MarkFactory):
+            steps.append(factory.step())
         factory = factory.parent
     if not isinstance(factory, SequentialFactory):
         raise TypeError(
@@ -243,36 +228,47 @@ def split_for_workers(factory: Factory, chunk_size: int) -> Split:
             "positions whose outputs do not depend on the number of workers. Apply mix, "
             "interleave or stream sources after mp_prefetch, or prefetch each component."
         )
-    if len(skips) > 1:
-        raise ValueError(
-            "mp_prefetch: the pipeline before it has skip_errors twice; give one budget "
-            "(the last skip_errors covers every stage before it)."
-        )
     steps.reverse()
-    at = steps.index(skips[0]) if skips else None
-    ops = [step for step in steps if not isinstance(step, SkipErrorsFactory)]
-    split = 0
-    while split < len(ops) and ops[split][0] in _ELEMENTWISE:
-        split += 1
-    covered = None if at is None else min(at, split)
-    names.reverse()
-    shown = ("to_iter_dataset()", *names[:split])
-    plan = ChunkPlan(factory.node, ops[:split], chunk_size, covered=covered, names=shown)
-    skip = None if at is None else (skips[0].budget, max(0, at - split), skips[0].name)
-    return Split(plan, ops[split:], skip, shown)
+    return functools.partial(
+        plan_workers,
+        factory.node,
+        tuple(steps),
+        options,
+        chunk_size=chunk_size,
+        elements_are_batches=factory.elements_are_batches(),
+        init_fn=init_fn,
+    )
+
+
+def batch_step(stage: Stage, batch_size: int, **options: Any) -> PlanStep:
+    """A `batch` as the planner sees it: one the workers may stack (no `batch_fn`)."""
+    spec = None
+    if options.get("batch_fn") is None:
+        spec = BatchSpec(
+            batch_size, options.get("drop_remainder", False), options.get("pad", False)
+        )
+    return PlanStep(BatchIter, (batch_size,), options, stage.line(), batch=spec)
 
 
 class MixFactory:
-    def __init__(self, parents: Sequence[Factory], weights: Sequence[float] | None) -> None:
-        self.parents, self.weights = tuple(parents), weights
+    def __init__(self, parents: Sequence[Factory], weights: Sequence[float] | None, stage: Stage):
+        self.parents, self.weights, self.stage = tuple(parents), weights, stage
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return (self.stage,)
 
     def __call__(self) -> CheckpointableIterator[Any]:
         return timed(MixIter([make() for make in self.parents], self.weights), "mix")  # type: ignore[no-any-return]
 
 
 class InterleaveFactory:
-    def __init__(self, parents: Sequence[Factory], cycle_length: int) -> None:
-        self.parents, self.cycle_length = tuple(parents), cycle_length
+    def __init__(self, parents: Sequence[Factory], cycle_length: int, stage: Stage) -> None:
+        self.parents, self.cycle_length, self.stage = tuple(parents), cycle_length, stage
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return (self.stage,)
 
     def __call__(self) -> CheckpointableIterator[Any]:
         iterator = InterleaveIter(list(self.parents), self.cycle_length)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
@@ -37,13 +38,16 @@ from ._factories import (
     EmptyIterator,
     Factory,
     InterleaveFactory,
+    MarkFactory,
     MixFactory,
     MultiprocessFactory,
     OpFactory,
     SkipErrorsFactory,
-    split_for_workers,
+    SourceFactory,
+    batch_step,
+    plan_request,
 )
-from ._mp_stage import default_chunk_size, mp_prefetch_stage, with_chunk_size
+from ._mp_stage import mp_prefetch_stage
 from ._pipeline import (
     Stage,
     check_pipeline_seed,
@@ -81,14 +85,16 @@ class IterDataset(Generic[T]):
         [[5]]
     """
 
-    __slots__ = ("_factory", "_seed", "_stages")
+    __slots__ = ("_factory", "_seed")
 
-    def __init__(
-        self, factory: Factory, *, seed: int | None = None, stages: tuple[Stage, ...] = ()
-    ) -> None:
+    def __init__(self, factory: Factory, *, seed: int | None = None) -> None:
         self._factory = factory
         self._seed = seed
-        self._stages = stages
+
+    @property
+    def _stages(self) -> tuple[Stage, ...]:
+        """The pipeline's description, derived from the factory chain that builds it."""
+        return self._factory.stages
 
     @staticmethod
     def source(make_iterator: Callable[[], CheckpointableIterator[U]]) -> IterDataset[U]:
@@ -112,14 +118,12 @@ class IterDataset(Generic[T]):
                 f"checkpointable iterator (e.g. functools.partial(ParquetStream, path)), got "
                 f"{type(make_iterator).__name__}: an iterator can be iterated only once."
             )
-        return IterDataset(make_iterator, stages=(stage("source", make=make_iterator),))
+        return IterDataset(SourceFactory(make_iterator, stage("source", make=make_iterator)))
 
     def _then(
         self, op: Callable[..., Any], item: Stage, *args: Any, **kwargs: Any
     ) -> IterDataset[Any]:
-        factory = OpFactory(self._factory, op, *args, **kwargs)
-        factory.name = item.line()
-        return IterDataset(factory, seed=self._seed, stages=(*self._stages, item))
+        return IterDataset(OpFactory(self._factory, item, op, *args, **kwargs), seed=self._seed)
 
     def _stage_seed(self, seed: int | None, op: str) -> int:
         return stage_seed(seed, self._seed, self._stages, op)
@@ -134,9 +138,7 @@ class IterDataset(Generic[T]):
             [0, 1, 2, 3]
         """
         checked = check_pipeline_seed(seed)
-        return IterDataset(
-            self._factory, seed=checked, stages=(*self._stages, stage("seed", seed=checked))
-        )
+        return IterDataset(MarkFactory(self._factory, stage("seed", seed=checked)), seed=checked)
 
     def map(self, transform: MapTransform[T, U] | Callable[[T], U]) -> IterDataset[U]:
         """`transform(element)` for each element.
@@ -232,10 +234,10 @@ class IterDataset(Generic[T]):
             params["batch_fn"] = batch_fn
         item = stage("batch", **params)
         if isinstance(self._factory, MultiprocessFactory) and batch_fn is None:
-            fused = self._factory.with_batch_after(item.line(), batch_size, drop_remainder, pad)
+            step = batch_step(item, batch_size, drop_remainder=drop_remainder, pad=pad)
+            fused = self._factory.with_batch(item, step)
             if fused is not None:  # Stacked by the workers, straight into shared memory.
-                stages = with_chunk_size(self._stages, fused.plan.chunk_size)
-                return IterDataset(fused, seed=self._seed, stages=(*stages, item))
+                return IterDataset(fused, seed=self._seed)
         return self._then(
             BatchIter,
             item,
@@ -293,7 +295,7 @@ class IterDataset(Generic[T]):
         check_weights(weights, len(checked), "IterDataset.mix")
         shown = None if weights is None else list(weights)
         item = Stage("mix", (("weights", repr(shown)),), tuple(d._stages for d in checked))
-        return IterDataset(MixFactory([d._factory for d in checked], weights), stages=(item,))
+        return IterDataset(MixFactory([d._factory for d in checked], weights, item))
 
     @staticmethod
     def interleave(datasets: Sequence[IterDataset[Any]], cycle_length: int) -> IterDataset[Any]:
@@ -315,8 +317,7 @@ class IterDataset(Generic[T]):
         item = Stage(
             "interleave", (("cycle_length", repr(cycle_length)),), tuple(d._stages for d in checked)
         )
-        factory = InterleaveFactory([d._factory for d in checked], cycle_length)
-        return IterDataset(factory, stages=(item,))
+        return IterDataset(InterleaveFactory([d._factory for d in checked], cycle_length, item))
 
     def skip_errors(
         self, max_failures: int = 0, *, max_failure_rate: float = 0.0
@@ -346,8 +347,7 @@ class IterDataset(Generic[T]):
         if max_failure_rate:
             params["max_failure_rate"] = max_failure_rate
         item = stage("skip_errors", **params)
-        factory = SkipErrorsFactory(self._factory, budget, item.line())
-        return IterDataset(factory, seed=self._seed, stages=(*self._stages, item))
+        return IterDataset(SkipErrorsFactory(self._factory, budget, item), seed=self._seed)
 
     def prefetch(self, buffer_size: int) -> IterDataset[T]:
         """Produces up to `buffer_size` elements ahead on a background thread.
@@ -404,19 +404,12 @@ class IterDataset(Generic[T]):
                 "Call mp_prefetch first and to_device last."
             )
         chosen = options if options is not None else MultiprocessingOptions()
-        chunk_size = check_chunk_size(chunk_size)
-        auto_chunk = chunk_size is None
-        if chunk_size is None:
-            chunk_size = default_chunk_size(self._factory, self._stages)
-        plan, tail, skip, names = split_for_workers(self._factory, chunk_size)
+        request = plan_request(self._factory, chosen, worker_init_fn, check_chunk_size(chunk_size))
         if chosen.num_workers:
-            add_preload("chute")  # Workers re-import the main module, which imports chute.
+            add_preload("chute")  # The fork server imports chute once, for every worker.
             warm_up(chosen.start_method)  # Workers will then start in milliseconds.
-        factory = MultiprocessFactory(
-            plan, chosen, worker_init_fn, tail, auto_chunk=auto_chunk, skip=skip, names=names
-        )
-        item = mp_prefetch_stage(chosen.num_workers, chunk_size)
-        return IterDataset(factory, seed=self._seed, stages=(*self._stages, item))
+        item = functools.partial(mp_prefetch_stage, chosen.num_workers)
+        return IterDataset(MultiprocessFactory(self._factory, request, item), seed=self._seed)
 
     def to_device(
         self,

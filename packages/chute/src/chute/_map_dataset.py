@@ -417,11 +417,8 @@ class MapDataset(Generic[T]):
         from ._iter_dataset import IterDataset
 
         params = {} if read_options is None else {"read_options": read_options}
-        return IterDataset(
-            SequentialFactory(self._node, read_options),
-            seed=self._seed,
-            stages=(*self._stages, stage("to_iter_dataset", **params)),
-        )
+        stages = (*self._stages, stage("to_iter_dataset", **params))
+        return IterDataset(SequentialFactory(self._node, read_options, stages), seed=self._seed)
 
     def to_device(self, device: Any, **options: Any) -> IterDataset[Any]:
         """`self.to_iter_dataset().to_device(device, **options)`.
