@@ -8,7 +8,7 @@ def test_workers_that_batch_get_chunks_of_whole_batches_and_the_same_batches():
     ds = chute.MapDataset.range(1000).seed(4).shuffle().to_iter_dataset()
     fused = ds.mp_prefetch(chute.MultiprocessingOptions(num_workers=2)).batch(24)
     assert fused._factory.plan.chunks.chunk_size == 48  # 2 batches of 24, about 64 elements.
-    (stage,) = [s for s in fused._stages if s.name == "mp_prefetch"]
+    (stage,) = [s for s in fused._stages if s.op == "mp_prefetch"]
     assert stage.raw == (("chunk_size", 48),)  # What the checkpoint fingerprint sees.
     expected = [b.tolist() for b in ds.batch(24)]
     assert [b.tolist() for b in fused] == expected
