@@ -42,6 +42,7 @@ from ._shipping import ShippingError as ShippingError
 from ._shipping import importable_in_workers as importable_in_workers
 from ._shipping import ship as ship
 from ._shipping import unship as unship
+from ._stage_clock import StageClock as StageClock
 from ._thread_prefetch import ThreadPrefetchIter as ThreadPrefetchIter
 from ._worker_pool import WorkerDiedError as WorkerDiedError
 from ._worker_pool import WorkerTimeoutError as WorkerTimeoutError
@@ -60,6 +61,7 @@ __all__ = [
     "ReadAheadWarning",
     "ReadOptions",
     "ShippingError",
+    "StageClock",
     "ThreadPrefetchIter",
     "WorkerDiedError",
     "WorkerError",

@@ -34,6 +34,8 @@ from chute_sources.internal import (
 from chute_transforms import BatchError, MapChain, MapIter, batch_elements
 from chute_transforms.internal import Allocate, stacking_into
 
+from ._stage_clock import StageClock
+
 __all__ = [
     "ChunkPlan",
     "ChunkResult",
@@ -205,38 +207,6 @@ def _read_chunk(
             merged.error = part.error
             break
     return merged
-
-
-class StageClock:
-    """Times `next()` of one stage of a chunk, its own time only (not its inputs').
-
-    Stages of one chunk share `stack`: a stage's time minus the time of the stages it
-    called. Other attributes pass through to the stage (`origin`, `get_state`, ...).
-    """
-
-    def __init__(self, inner: Any, stack: list[float]) -> None:
-        self.inner, self.stack = inner, stack
-        self.elements, self.seconds = 0, 0.0
-
-    def __iter__(self) -> StageClock:
-        return self
-
-    def __next__(self) -> Any:
-        stack = self.stack
-        stack.append(0.0)
-        start = time.perf_counter()
-        try:
-            element = next(self.inner)
-        finally:
-            elapsed = time.perf_counter() - start
-            self.seconds += elapsed - stack.pop()
-            if stack:
-                stack[-1] += elapsed
-        self.elements += 1
-        return element
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
 
 class _ChunkReader(IterNode[Any]):

@@ -7,6 +7,7 @@ import dataclasses
 import time
 from typing import Any
 
+from chute_execution import StageClock
 from chute_transforms import SkipErrorsIter
 
 __all__ = ["RECORDER", "Recorder", "StageStats", "Stats", "timed"]
@@ -92,14 +93,14 @@ class Stats:
 
 
 class Recorder:
-    """Collects the stages' times; nested calls subtract their time from the caller's."""
+    """Collects the stages' clocks; nested calls subtract their time from the caller's."""
 
     def __init__(self) -> None:
-        self.stages: list[StageStats] = []
+        self.stages: list[_Timed] = []
         self.stack: list[float] = []
         self.started: float | None = None
         self.skippers: list[SkipErrorsIter[Any]] = []
-        self.workers: list[tuple[StageStats, tuple[str, ...], Any, int]] = []
+        self.workers: list[tuple[_Timed, tuple[str, ...], Any, int]] = []
 
     def add_workers(self, names: tuple[str, ...], iterator: Any, num_workers: int) -> None:
         """Stages of a plan that `iterator` runs in workers, just before its own stage."""
@@ -109,19 +110,19 @@ class Recorder:
         """A snapshot of the statistics."""
         wall = 0.0 if self.started is None else time.perf_counter() - self.started
         stages: list[StageStats] = []
-        for stage in self.stages:
-            copy = dataclasses.replace(stage)
+        for clock in self.stages:
+            own = StageStats(clock.name, clock.elements, clock.seconds)
             for owner, names, iterator, workers in self.workers:
-                if owner is not stage:
+                if owner is not clock:
                     continue
                 times = iterator.stage_times()
                 where = f"[{workers} workers]" if workers else "[in mp_prefetch]"
                 for name, (elements, seconds) in zip(names, times, strict=False):
                     stages.append(StageStats(f"{name} {where}", elements, seconds, workers))
                 if not workers:  # Ran inside the prefetch's own time: count it once.
-                    copy.seconds = max(0.0, copy.seconds - sum(s for _, s in times))
-                copy.waiting = bool(workers)
-            stages.append(copy)
+                    own.seconds = max(0.0, own.seconds - sum(s for _, s in times))
+                own.waiting = bool(workers)
+            stages.append(own)
         skipped = sum(skipper.failures for skipper in self.skippers)
         return Stats(tuple(stages), wall, skipped)
 
@@ -129,52 +130,30 @@ class Recorder:
 RECORDER: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
     "chute_stats_recorder", default=None
 )
-"""Set while `IterDataset.iter(stats=True)` builds the iterator chain."""
+"""Set while `IterDataset.iter(stats=True)` builds the iterator chain.
+
+The one context variable of the meta-package: the factories that build a pipeline's
+iterators read it (in `timed`) to wrap each stage in a clock, without every factory
+taking a statistics argument that only `iter(stats=True)` sets. It is set only for the
+duration of that one build, never while iterating.
+"""
 
 
-class _Timed:
-    """A transparent proxy that times `next` of one stage's iterator."""
+class _Timed(StageClock):
+    """A stage's `StageClock` in a recorder: starts the wall clock at the first `next`."""
 
-    def __init__(self, inner: Any, stage: StageStats, recorder: Recorder) -> None:
-        self._inner, self._stage, self._recorder = inner, stage, recorder
-
-    def __iter__(self) -> _Timed:
-        return self
+    def __init__(self, inner: Any, name: str, recorder: Recorder) -> None:
+        super().__init__(inner, recorder.stack)
+        self.name, self._recorder = name, recorder
 
     def __next__(self) -> Any:
-        recorder = self._recorder
-        stack = recorder.stack
-        if recorder.started is None:
-            recorder.started = time.perf_counter()
-        stack.append(0.0)
-        start = time.perf_counter()
-        try:
-            element = next(self._inner)
-        finally:
-            elapsed = time.perf_counter() - start
-            nested = stack.pop()
-            self._stage.seconds += elapsed - nested
-            if stack:
-                stack[-1] += elapsed
-        self._stage.elements += 1
-        return element
+        if self._recorder.started is None:
+            self._recorder.started = time.perf_counter()
+        return super().__next__()
 
     def stats(self) -> Stats:
         """The statistics of the whole pipeline this iterator ends."""
         return self._recorder.stats()
-
-    def close(self) -> None:
-        """Closes the timed iterator (see `chute_samplers.IterNode.close`)."""
-        self._inner.close()
-
-    def __enter__(self) -> _Timed:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 def timed(iterator: Any, name: str) -> Any:
@@ -184,6 +163,6 @@ def timed(iterator: Any, name: str) -> Any:
         return iterator
     if isinstance(iterator, SkipErrorsIter):
         recorder.skippers.append(iterator)
-    stage = StageStats(name)
-    recorder.stages.append(stage)
-    return _Timed(iterator, stage, recorder)
+    clock = _Timed(iterator, name, recorder)
+    recorder.stages.append(clock)
+    return clock
