@@ -14,6 +14,25 @@ budget runs out and the counts in a checkpoint are the same with any number of
 workers or threads. The ledger's state records the skipped elements (the most recent
 `KEEP`): a restored pipeline skips them again without running them, so an element
 that failed once is skipped the same way on every replay, even if it would now work.
+
+Why a context variable carries the ledger, and who reads it. A budget covers every
+stage before its `skip_errors`, whichever layer built them; passing the ledger as an
+argument would add a parameter to every reader and stream op of every layer, and to
+every user's iterator chain that never skips anything. So `SkipErrorsIter` builds its
+parent chain inside `ledger_scope(ledger)`, and exactly these constructors read
+`active_ledger()` once, when they are built (never while iterating):
+
+- `chute_samplers.SequentialIter` (reads of a random-access dataset);
+- the elementwise stream ops of `chute_transforms` (`MapIter`, `FilterIter`,
+  `FlatMapIter`, `RandomMapIter`, `MapWithIndexIter`);
+- in `chute_execution`: `PrefetchReadIter` (threaded reads), the chunk reader of a
+  `ChunkPlan`, and `MultiprocessPrefetchIter` (whose workers report their skips, and
+  which charges them in stream order).
+
+Outside a scope, `active_ledger()` is None and these stages raise as usual. The other
+context variables of chute are `chute_transforms.stacking_into` (memory a batch is
+stacked into, set by a worker around one chunk) and the meta-package's statistics
+recorder (`chute._stats.RECORDER`, set while `iter(stats=True)` builds a chain).
 """
 
 from __future__ import annotations
