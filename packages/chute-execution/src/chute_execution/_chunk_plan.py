@@ -412,9 +412,9 @@ class ChunkPlan:
         shrink when one takes over 32 ms, as `SequentialIter`'s do. None if the read
         failed: the chunk is then read alone, and its error raised where it belongs.
         """
-        held = self.__dict__.get("_held")
+        held: tuple[int, list[Any]] | None = self.__dict__.get("_held")
         if held is not None and held[0] <= start and stop <= held[0] + len(held[1]):
-            return list(held[1][start - held[0] : stop - held[0]])
+            return held[1][start - held[0] : stop - held[0]]
         size = self.__dict__.get("_ahead_size", self.chunk_size)
         began = time.perf_counter()
         span = _read_chunk(

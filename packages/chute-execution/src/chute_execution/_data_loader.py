@@ -13,6 +13,7 @@ from chute_sources import (
     PipelineDescription,
     PipelineStage,
     RandomAccessDataSource,
+    Source,
     StageTraits,
     declare_stage,
     read_records,
@@ -59,7 +60,9 @@ class _Sampled(MapNode[Any]):
 
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[Any]:
         indices, keys = self.sampler.locate(positions)
-        records = read_records(self.source, keys.tolist())
+        # chute's sources take key arrays as they are; any other gets a list of ints.
+        wanted: Any = keys if isinstance(self.source, Source) else keys.tolist()
+        records = read_records(self.source, wanted)
         if not self.pairs:
             return records
         return list(zip(indices.tolist(), records, strict=True))
