@@ -19,7 +19,7 @@ import numpy as np
 
 from chute_samplers import IterNode
 from chute_sources import InvalidStateError, IteratorState
-from chute_sources.internal import check_count
+from chute_sources.internal import check_count, state_dict, state_parent
 from chute_transforms import batch_elements, batch_rows, concat_batches, pad_batch, slice_batch
 
 from ._chunk_plan import ChunkPlan, Unstacked, outputs_before
@@ -146,11 +146,7 @@ class MultiprocessBatchIter(IterNode[Any]):
         return {"parent": {"chunk": self._chunk, "offset": self._offset}}
 
     def set_state(self, state: IteratorState, /) -> None:
-        parent = state.get("parent") if isinstance(state, dict) else None
-        if not isinstance(parent, dict) or set(state) != {"parent"}:
-            raise InvalidStateError(
-                f"{self!r}: a state is {{'parent': {{'chunk': c, 'offset': k}}}}, got {state!r}."
-            )
+        parent = state_parent(self, state_dict(self, state, ("parent",)))
         self._chunks.set_state(parent)  # Validates, and forgets work in flight.
         chunk, offset = parent["chunk"], parent["offset"]
         assert isinstance(chunk, int) and isinstance(offset, int)

@@ -24,7 +24,13 @@ from typing import Any
 
 from chute_samplers import IterNode
 from chute_sources import ChuteError, InvalidStateError, IteratorState
-from chute_sources.internal import Key, active_ledger, reclaim_orphaned_segments
+from chute_sources.internal import (
+    Key,
+    active_ledger,
+    reclaim_orphaned_segments,
+    state_dict,
+    state_int,
+)
 
 from ._chunk_plan import ChunkPlan, ChunkResult, Skip, outputs_before
 from ._leases import LeaseBook, default_budget
@@ -233,16 +239,8 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         return {"chunk": self._chunk, "offset": self._offset}
 
     def set_state(self, state: IteratorState, /) -> None:
-        if not isinstance(state, dict) or set(state) != {"chunk", "offset"}:
-            raise InvalidStateError(
-                f"{self!r}: a state is a dict with the keys 'chunk' and 'offset' (from "
-                f"get_state()), got {state!r}."
-            )
-        chunk, offset = state["chunk"], state["offset"]
-        for name, value in (("chunk", chunk), ("offset", offset)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise InvalidStateError(f"{self!r}: state[{name!r}] must be an int >= 0.")
-        assert isinstance(chunk, int) and isinstance(offset, int)
+        checked = state_dict(self, state, ("chunk", "offset"))
+        chunk, offset = state_int(self, checked, "chunk"), state_int(self, checked, "offset")
         if chunk > self._plan.num_chunks:
             raise InvalidStateError(
                 f"{self!r}: state chunk {chunk} is past the last chunk ({self._plan.num_chunks})."
