@@ -76,7 +76,7 @@ class MultiprocessBatchIter(IterNode[Any]):
         if self._cached is None or self._cached[0] != chunk:
             self._failure = None
             try:
-                stacked, origins, skips, _ = self._chunks._result(chunk)
+                stacked, origins, skips, _ = self._chunks.chunk_result(chunk)
             except (WorkerDiedError, WorkerTimeoutError, InvalidStateError):
                 raise
             except Exception as error:
@@ -94,7 +94,7 @@ class MultiprocessBatchIter(IterNode[Any]):
 
     def _charge(self, upto: int) -> None:
         """Charges the skipped elements before output `upto` of the loaded chunk."""
-        if self._chunks._skip_at <= upto:
+        if self._chunks.next_skip <= upto:
             self._chunks.charge_skips(upto)
 
     def __next__(self) -> Any:
@@ -122,7 +122,7 @@ class MultiprocessBatchIter(IterNode[Any]):
             if offset == rows and need and self._failure is not None:
                 self._charge(rows)
                 raise self._failure  # The batch it falls in is lost, as with BatchIter.
-            if offset == rows and (need or self._chunks._skip_at > rows):
+            if offset == rows and (need or self._chunks.next_skip > rows):
                 self._charge(rows)  # Skips after its last row, when more rows are needed.
                 chunk, offset = chunk + 1, 0
         if not pieces or (need and self._drop_remainder):

@@ -169,7 +169,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
                 self.close()
                 raise StopIteration
             try:
-                outputs, origins, skips, _ = self._result(self._chunk)
+                outputs, origins, skips, _ = self.chunk_result(self._chunk)
             except (WorkerDiedError, WorkerTimeoutError, InvalidStateError):
                 raise
             except Exception as error:
@@ -193,6 +193,11 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         return self._last_origin
 
     # --- the error budget -------------------------------------------------------------
+
+    @property
+    def next_skip(self) -> int:
+        """The output of the current chunk before which the next skip is charged."""
+        return self._skip_at
 
     def set_skips(self, skips: tuple[Skip, ...]) -> None:
         """The skipped elements of the chunk just loaded, to charge as they are reached."""
@@ -252,7 +257,18 @@ class MultiprocessPrefetchIter(IterNode[Any]):
 
     # --- chunks ---------------------------------------------------------------------
 
-    def _result(self, chunk: int) -> ChunkResult:
+    def chunk_result(self, chunk: int) -> ChunkResult:
+        """The whole result of chunk `chunk`: from a worker, or run here with 0 workers.
+
+        The chunk-level API (with `set_skips`, `next_skip`, `charge_skips` and
+        `replay_for`) for iterators that consume whole chunks rather than elements,
+        such as `MultiprocessBatchIter`. Chunks must be asked for in order (the
+        workers run ahead on the next ones); a restore starts again with `set_state`.
+
+        Raises:
+            WorkerDiedError: the worker running the chunk died (the workers stop).
+            Exception: what running the chunk raised, as a single process would.
+        """
         workers = self._options.num_workers
         if workers == 0:
             result = self._plan.run(chunk, replay=self.replay_for(chunk), read_ahead=True)
