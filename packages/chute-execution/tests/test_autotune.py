@@ -3,12 +3,14 @@ import time
 import numpy as np
 import pytest
 
-import chute
 from chute_execution import MultiprocessingOptions, pick_performance_config
+from chute_samplers import SequentialIter
+from chute_sources import RangeSource
+from chute_transforms import MapMap
 
 
 def test_cheap_elements_get_no_workers():
-    config = pick_performance_config(chute.MapDataset.range(1000), ram_budget_mb=64)
+    config = pick_performance_config(SequentialIter(RangeSource(1000)), ram_budget_mb=64)
     assert config.multiprocessing_options.num_workers == 0
     assert config.elements_measured == 512
     assert config.seconds_per_element < 20e-6
@@ -21,7 +23,7 @@ def _slow(x):
 
 def test_expensive_elements_get_a_worker_per_cpu_within_the_limits(monkeypatch):
     monkeypatch.setattr("os.cpu_count", lambda: 8)
-    ds = chute.MapDataset.range(100).map(_slow)
+    ds = SequentialIter(MapMap(RangeSource(100), _slow))
     config = pick_performance_config(ds, ram_budget_mb=64, max_workers=3, max_elements=50)
     assert config.multiprocessing_options.num_workers == 3
     assert config.bytes_per_element == 1024
@@ -30,20 +32,11 @@ def test_expensive_elements_get_a_worker_per_cpu_within_the_limits(monkeypatch):
 
 
 def test_buffers_fit_half_the_memory_budget():
-    big = chute.MapDataset.range(20).map(lambda x: np.zeros(2**20, np.uint8))  # 1 MiB each
+    elements = MapMap(RangeSource(20), lambda x: np.zeros(2**20, np.uint8))  # 1 MiB each
+    big = SequentialIter(elements)
     config = pick_performance_config(big, ram_budget_mb=16, max_elements=5)
     assert config.read_options.prefetch_buffer_size * config.bytes_per_element <= 8 * 2**20
     assert config.multiprocessing_options.per_worker_buffer_size >= 1
-
-
-def test_the_seed_example_runs():
-    source = chute.SequenceSource(list(range(100)))
-    ds = chute.MapDataset.source(source)
-    performance_config = chute.experimental.pick_performance_config(
-        ds=ds, ram_budget_mb=1024, max_workers=None, max_buffer_size=None
-    )
-    ds = ds.to_iter_dataset(read_options=performance_config.read_options)
-    assert list(ds.mp_prefetch(performance_config.multiprocessing_options)) == list(range(100))
 
 
 def test_bad_budget():

@@ -1,18 +1,17 @@
 """Batches stacked in the workers equal batches built in the consumer, states too."""
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import chute
 from chute_execution import (
     ChunkPlan,
     MultiprocessBatchIter,
     MultiprocessingOptions,
     MultiprocessPrefetchIter,
 )
-from chute_execution.testing import FullArray, Remainder, Repeat
+from chute_execution.testing import Remainder, Repeat
+from chute_sources import SequenceSource
 from chute_sources.testing import assert_resumes, assert_trees_equal
 from chute_transforms import BatchIter, FilterIter, FlatMapIter
 
@@ -25,7 +24,7 @@ def _plan(n, chunk_size, filtered):
     ops = []
     if filtered:
         ops = [(FilterIter, (Remainder(3, 1),), {}), (FlatMapIter, (Repeat(3),), {})]
-    return ChunkPlan(chute.SequenceSource(list(range(n))), ops, chunk_size)
+    return ChunkPlan(SequenceSource(list(range(n))), ops, chunk_size)
 
 
 @settings(max_examples=60, deadline=None)
@@ -50,7 +49,7 @@ def test_equals_batching_in_the_consumer(n, chunk_size, batch_size, drop_remaind
 
 
 def test_dict_records_with_strings_across_chunk_boundaries():
-    plan = ChunkPlan(chute.SequenceSource(_records(23)), [], chunk_size=5)
+    plan = ChunkPlan(SequenceSource(_records(23)), [], chunk_size=5)
     options = MultiprocessingOptions(0)
     ours = list(MultiprocessBatchIter(plan, options, 4))
     theirs = list(BatchIter(MultiprocessPrefetchIter(plan, options), 4))
@@ -64,15 +63,3 @@ def test_states_are_interchangeable_with_batching_in_the_consumer():
         lambda: MultiprocessBatchIter(plan, options, 4),
         make_restored=[lambda: BatchIter(MultiprocessPrefetchIter(plan, options), 4)],
     )
-
-
-@pytest.mark.parametrize("workers", [1, 2])
-def test_the_fluent_api_batches_in_workers_with_the_same_output(workers):
-    def pipeline():
-        return chute.MapDataset.range(50).shuffle(seed=2).to_iter_dataset().map(FullArray(8))
-
-    expected = list(pipeline().batch(6))
-    options = MultiprocessingOptions(num_workers=workers)
-    got = list(pipeline().mp_prefetch(options, chunk_size=12).batch(6))
-    assert_trees_equal(got, expected)
-    assert all(batch.flags.writeable for batch in got)

@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import chute
 from chute_execution import (
     ChunkPlan,
     DataLoader,
@@ -17,10 +16,17 @@ from chute_execution import (
     ReadOptions,
 )
 from chute_execution.testing import BrokenSource, FailOn, FailOnceAt, Remainder, Repeat
-from chute_samplers import SequentialIter
-from chute_sources import ErrorBudget, ErrorBudgetExceededError
+from chute_samplers import IndexSampler, NoSharding, SequentialIter
+from chute_sources import CorruptRecordError, ErrorBudget, ErrorBudgetExceededError, SequenceSource
 from chute_sources.testing import assert_resumes, assert_trees_equal
-from chute_transforms import BatchIter, FilterIter, FlatMapIter, MapIter, SkipErrorsIter
+from chute_transforms import (
+    BatchIter,
+    BatchTransform,
+    FilterIter,
+    FlatMapIter,
+    MapIter,
+    SkipErrorsIter,
+)
 
 BROKEN = {0, 9, 10, 31, 47}  # Records that do not decode.
 FAILING = {4, 22, 23, 58}  # Elements the map fails on.
@@ -198,7 +204,7 @@ def test_a_transient_failure_in_a_worker_is_skipped_again_after_a_restore(tmp_pa
 
     def make(workers):
         def build():
-            plan = ChunkPlan(chute.SequenceSource(list(range(40))), ops, 10)
+            plan = ChunkPlan(SequenceSource(list(range(40))), ops, 10)
             options = MultiprocessingOptions(workers)
             return SkipErrorsIter(lambda: MultiprocessPrefetchIter(plan, options), ErrorBudget(2))
 
@@ -218,13 +224,11 @@ def test_a_transient_failure_in_a_worker_is_skipped_again_after_a_restore(tmp_pa
 
 
 def _loader(workers, budget=LOADER_BUDGET):
-    sampler = chute.IndexSampler(
-        60, shard_options=chute.NoSharding(), shuffle=True, seed=5, num_epochs=1
-    )
+    sampler = IndexSampler(60, shard_options=NoSharding(), shuffle=True, seed=5, num_epochs=1)
     return DataLoader(
         data_source=BrokenSource(60, BROKEN),
         sampler=sampler,
-        operations=[FailOn(FAILING), chute.BatchTransform(batch_size=4)],
+        operations=[FailOn(FAILING), BatchTransform(batch_size=4)],
         worker_count=workers,
         chunk_size=8,
         error_budget=budget,
@@ -252,6 +256,6 @@ def test_the_data_loader_refuses_a_budget_that_is_not_one():
 def test_without_a_budget_a_failing_record_still_raises_after_the_ones_before_it():
     plan = ChunkPlan(BrokenSource(60, {9}), [(MapIter, (FailOn(()),), {})], 4)
     it = MultiprocessPrefetchIter(plan, MultiprocessingOptions(2))
-    got, error = _until_error(it, chute.CorruptRecordError)
+    got, error = _until_error(it, CorruptRecordError)
     assert str(error) == "record 9 does not decode"
     assert got == list(range(9))
