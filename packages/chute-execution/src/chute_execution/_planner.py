@@ -144,6 +144,13 @@ class WorkerPlan:
         skip: an error budget, how many steps of `tail` it covers, and its name.
         init_fn: called as `fn(worker_index, num_workers)` in each worker.
         caller: how messages name what runs the workers, e.g. `mp_prefetch`.
+
+    Example:
+        >>> from chute_transforms import MapIter
+        >>> negate = PlanStep(MapIter, (abs,), name="map(abs)", elementwise=True)
+        >>> plan = plan_workers(range(-3, 3), [negate], MultiprocessingOptions(0))
+        >>> plan.chunks.names, plan.tail, list(plan.build())
+        (('to_iter_dataset()', 'map(abs)'), (), [3, 2, 1, 0, 1, 2])
     """
 
     chunks: ChunkPlan

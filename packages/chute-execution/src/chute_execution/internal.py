@@ -5,15 +5,29 @@ Stable between chute's own packages of one release; may change between releases.
 - `add_preload`: modules the fork server imports before it forks workers (the
   meta-package adds itself, which this layer cannot name).
 - `warm_up`: start the fork server ahead of the first loader.
-- `SlabReader`, `SlabWriter`: the shared-memory transport's two ends (benchmarks).
+- `SlabReader`, `SlabWriter`: the shared-memory transport's two ends (benchmarks),
+  `DEFAULT_SLAB_SIZE` its slabs' size, `LEASE_MIN_BYTES` the smallest result handed
+  out as a view into a slab rather than copied.
+- `CHUNK_POSITIONS`: the layout of the workers' `{"chunk", "offset"}` state, for
+  resharding.
 
 Example:
-    >>> from chute_execution.internal import add_preload
-    >>> add_preload("json")
+    >>> from chute_execution.internal import CHUNK_POSITIONS
+    >>> CHUNK_POSITIONS.write(70, 64)
+    {'chunk': 1, 'offset': 6}
 """
 
 from ._chunk_positions import CHUNK_POSITIONS
-from ._transport import SlabReader, SlabWriter
+from ._leases import LEASE_MIN_BYTES
+from ._transport import DEFAULT_SLAB_SIZE, SlabReader, SlabWriter
 from ._worker_pool import add_preload, warm_up
 
-__all__ = ["CHUNK_POSITIONS", "SlabReader", "SlabWriter", "add_preload", "warm_up"]
+__all__ = [
+    "CHUNK_POSITIONS",
+    "DEFAULT_SLAB_SIZE",
+    "LEASE_MIN_BYTES",
+    "SlabReader",
+    "SlabWriter",
+    "add_preload",
+    "warm_up",
+]

@@ -140,6 +140,11 @@ class PipelineStage:
         inputs: for ops over several pipelines (mix, interleave), each input's stages.
         raw: the parameters as objects, which a checkpoint's fingerprint describes by
             structure; empty: the shown ones.
+
+    Example:
+        >>> stage = PipelineStage("batch", (("batch_size", "32"),), raw=(("batch_size", 32),))
+        >>> stage.line(), stage.as_dict()
+        ('batch(batch_size=32)', {'op': 'batch', 'params': {'batch_size': 32}})
     """
 
     op: str
@@ -172,6 +177,11 @@ class PipelineDescription:
     Calling it gives the dict a checkpoint's fingerprint is computed from (see
     `chute_checkpoint.describe_pipeline`), which is why iterators carry one as their
     `chute_pipeline` attribute.
+
+    Example:
+        >>> pipeline = PipelineDescription("Loader", (PipelineStage("read"),))
+        >>> pipeline(), pipeline.find(lambda stage: stage.op == "read")
+        ({'kind': 'Loader', 'stages': [{'op': 'read', 'params': {}}]}, True)
     """
 
     kind: str

@@ -13,7 +13,6 @@ from chute_checkpoint import (
     CheckpointFormatError,
     CheckpointNotFoundError,
     PipelineMismatchError,
-    _files,
     read_document,
     restore,
     save,
@@ -92,7 +91,7 @@ def test_a_write_that_fails_midway_keeps_the_old_file(tmp_path, monkeypatch):
     def broken_fsync(fd):
         raise OSError("disk gone")
 
-    monkeypatch.setattr(_files.os, "fsync", broken_fsync)
+    monkeypatch.setattr(os, "fsync", broken_fsync)
     with pytest.raises(OSError, match="disk gone"):
         write_atomic(target, "new")
     assert target.read_text() == "old"

@@ -276,18 +276,3 @@ def test_long_sequences_are_described_by_length_and_hash_of_scalars():
         "sequence": "list",
         "len": 100,
     }
-
-
-def test_a_future_format_version_upgrades_todays_files(monkeypatch):
-    from chute_checkpoint import _format
-
-    def to_version_2(document):
-        return {**document, "version": 2, "created_by": "an upgrade"}
-
-    monkeypatch.setattr(_format, "FORMAT_VERSION", 2)
-    monkeypatch.setitem(_format._UPGRADES, 1, to_version_2)
-    document = chute_checkpoint.read_document(V1 / "process_0-of-1.json")
-    assert (document["version"], document["created_by"]) == (2, "an upgrade")
-    it = iter(_fixture_pipeline())
-    apply_document(it, document)
-    assert next(it).tolist() == [-841, -462, -743, -893]

@@ -24,7 +24,7 @@ import pytest
 
 import chute
 from chute_execution import MultiprocessingOptions
-from chute_execution._transport.writer import DEFAULT_SLAB_SIZE
+from chute_execution.internal import DEFAULT_SLAB_SIZE
 from chute_execution.testing import FullArray, SleepAt
 from chute_sources import ChuteError
 from chute_sources.internal import SHM_PREFIX
