@@ -58,12 +58,14 @@ class Factory(Protocol):
 class SourceFactory:
     """A user's zero-argument callable that makes the stream (`IterDataset.source`)."""
 
-    def __init__(self, make: Callable[[], CheckpointableIterator[Any]], stage: Stage) -> None:
-        self.make, self.stage = make, stage
+    def __init__(
+        self, make: Callable[[], CheckpointableIterator[Any]], stage: Stage | None
+    ) -> None:
+        self.make, self.stage = make, stage  # No stage: `IterDataset(make)`, undescribed.
 
     @property
     def stages(self) -> tuple[Stage, ...]:
-        return (self.stage,)
+        return () if self.stage is None else (self.stage,)
 
     def __call__(self) -> CheckpointableIterator[Any]:
         return self.make()

@@ -87,8 +87,12 @@ class IterDataset(Generic[T]):
 
     __slots__ = ("_factory", "_seed")
 
-    def __init__(self, factory: Factory, *, seed: int | None = None) -> None:
-        self._factory = factory
+    def __init__(
+        self, factory: Factory | Callable[[], CheckpointableIterator[T]], *, seed: int | None = None
+    ) -> None:
+        if not hasattr(factory, "stages"):  # A plain callable, as in Grain's guides.
+            factory = SourceFactory(factory, None)
+        self._factory: Factory = factory
         self._seed = seed
 
     @property
