@@ -9,6 +9,8 @@ run alternately) should stay near 1 (the goal: above 0.9).
 
 from __future__ import annotations
 
+import numpy as np
+
 import chute
 
 from ._timing import median_ratio, median_seconds
@@ -61,3 +63,56 @@ class DataLoaderVsMapDataset:
         return median_ratio(self._loader, self._dataset, repeats=7)
 
     track_ratio_to_map_dataset.unit = "ratio"  # type: ignore[attr-defined]
+
+
+def _vector(element: int) -> np.ndarray:
+    return np.full(256, element, np.float32) * 2.0
+
+
+class _Vector(chute.MapTransform):
+    def map(self, element: int) -> np.ndarray:
+        return _vector(element)
+
+
+class DataLoaderVsMpPrefetch:
+    """`DataLoader(worker_count=2)` beside `...map().mp_prefetch(2 workers).batch(256)`.
+
+    Each record becomes a 1 KiB float32 vector, so the batches cross shared memory. The
+    ratio (`track_ratio_to_mp_prefetch`) should stay near 1: one planner plans both.
+    """
+
+    timeout = 120
+
+    def setup(self) -> None:
+        size = N // 4
+        sampler = chute.IndexSampler(
+            size, shard_options=chute.NoSharding(), shuffle=True, seed=0, num_epochs=1
+        )
+        self.loader = chute.DataLoader(
+            data_source=chute.RangeSource(size),
+            sampler=sampler,
+            operations=[_Vector(), chute.BatchTransform(batch_size=BATCH)],
+            worker_count=2,
+        )
+        options = chute.MultiprocessingOptions(num_workers=2)
+        self.dataset = (
+            chute.MapDataset.range(size)
+            .shuffle(seed=0)
+            .to_iter_dataset()
+            .map(_vector)
+            .mp_prefetch(options)
+            .batch(BATCH)
+        )
+
+    def _loader(self) -> None:
+        for _ in self.loader:
+            pass
+
+    def _dataset(self) -> None:
+        for _ in self.dataset:
+            pass
+
+    def track_ratio_to_mp_prefetch(self) -> float:
+        return median_ratio(self._loader, self._dataset, repeats=5)
+
+    track_ratio_to_mp_prefetch.unit = "ratio"  # type: ignore[attr-defined]
