@@ -134,9 +134,9 @@ def mutate(kind: str, valid: str, target: str, number: int, rng: random.Random) 
 
 
 def check(kind: str, path: str, out: str, number: int, outcomes: dict[str, int]) -> None:
-    from chute._cli_common import EXIT_DATA, CliError
-    from chute._cli_convert import run_convert
-    from chute._cli_inputs import open_input
+    from chute.cli._common import EXIT_DATA, CliError
+    from chute.cli._convert import run_convert
+    from chute.cli._inputs import open_input
 
     def unexpected(stage: str, what: str) -> None:
         print(f"UNEXPECTED {number} {stage}: {what}", flush=True)

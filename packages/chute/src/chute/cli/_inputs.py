@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ._cli_common import CliError, data_error, usage_error
+from ._common import CliError, data_error, usage_error
 
 __all__ = [
     "CONVERTIBLE_FORMATS",
