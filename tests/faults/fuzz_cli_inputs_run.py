@@ -3,13 +3,14 @@
 KIND is `jsonl` (a JSON Lines file) or `images` (an image folder: class subfolders of
 PNG and JPEG files). It writes one valid input, then N mutations of it, and for each
 1. opens it as `chute convert` does (`open_input`) and reads every record through the
-   source itself (`JsonLinesSource` / `ImageFolderSource`, not the wrapper that turns
-   any exception into a CLI error), then
+   source itself (`chute_sources.JsonLinesSource` / `ImageFolderSource`, not the
+   wrapper that turns any exception into a CLI error), then
 2. converts it (`chute convert SRC DST --overwrite -q`, in this process).
-Each may succeed or raise a `CliError` for bad data (exit code 1) that names the input;
-anything else (another exception, another exit code, a message that does not say which
-file) is printed as `UNEXPECTED ...`. The test runs this in a child so that a crash (a
-signal) or a hang is seen as such.
+Each may succeed or fail with a clear error naming the input: opening and converting
+with a `CliError` for bad data (exit code 1), reading through the source with one of
+chute's errors (`ChuteError`). Anything else (another exception, another exit code, a
+message that does not say which file) is printed as `UNEXPECTED ...`. The test runs
+this in a child so that a crash (a signal) or a hang is seen as such.
 
 Mutations: first one of each aimed at the format (JSON Lines: a line nested 100,000
 deep, a number of 5,000 digits, invalid UTF-8, a raw NUL; images: a class folder
@@ -134,16 +135,19 @@ def mutate(kind: str, valid: str, target: str, number: int, rng: random.Random) 
 
 
 def check(kind: str, path: str, out: str, number: int, outcomes: dict[str, int]) -> None:
-    from chute._cli_common import EXIT_DATA, CliError
-    from chute._cli_convert import run_convert
-    from chute._cli_inputs import open_input
+    from chute.cli._common import EXIT_DATA, CliError
+    from chute.cli._convert import run_convert
+    from chute.cli._inputs import open_input
+    from chute_sources import ChuteError
 
     def unexpected(stage: str, what: str) -> None:
         print(f"UNEXPECTED {number} {stage}: {what}", flush=True)
 
-    def clear(stage: str, error: CliError) -> bool:
-        if error.code != EXIT_DATA or os.path.basename(path) not in str(error):
-            unexpected(stage, f"CliError (exit {error.code}) not naming the input: {error}")
+    def clear(stage: str, error: CliError | ChuteError) -> bool:
+        code = error.code if isinstance(error, CliError) else EXIT_DATA
+        if code != EXIT_DATA or os.path.basename(path) not in str(error):
+            what = f"CliError (exit {code})" if isinstance(error, CliError) else repr(error)
+            unexpected(stage, f"{what} not naming the input: {error}")
             return False
         return True
 
@@ -152,7 +156,7 @@ def check(kind: str, path: str, out: str, number: int, outcomes: dict[str, int])
         records = opened.source.__getitems__(list(range(len(opened.source))))
         assert len(records) == len(opened.source)
         outcomes["read"] += 1
-    except CliError as error:
+    except (CliError, ChuteError) as error:
         outcomes["read error"] += clear("read", error)
     except Exception as error:
         unexpected("read", f"{type(error).__module__}.{type(error).__name__}: {error}")

@@ -3,12 +3,12 @@ import sys
 
 import pytest
 
-from chute._cli import main
+from chute.cli import main
 
 
 def _chute(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "chute._cli", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "chute.cli", *args], capture_output=True, text=True, timeout=300
     )
 
 

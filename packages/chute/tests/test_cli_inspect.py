@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import chute
-from chute._cli_schema import infer_schema
+from chute.cli._schema import infer_schema
 
 
 @pytest.fixture

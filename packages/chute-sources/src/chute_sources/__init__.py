@@ -2,7 +2,8 @@
 
 The protocols every later layer builds on (random access, checkpointable iterators,
 record metadata), chute's error types, the record codec, and the sources: range,
-in-memory sequence, shared memory, ArrayRecord, Parquet and NumPy.
+in-memory sequence, shared memory, ArrayRecord, Parquet, NumPy, JSON Lines and
+image folders.
 
 Example:
     >>> from chute_sources import RangeSource, read_records
@@ -33,6 +34,8 @@ from ._errors import SharedMemoryError as SharedMemoryError
 from ._errors import SourceClosedError as SourceClosedError
 from ._errors import SourceFileError as SourceFileError
 from ._errors import SourceFileNotFoundError as SourceFileNotFoundError
+from ._image_folder import ImageFolderSource as ImageFolderSource
+from ._json_lines import JsonLinesSource as JsonLinesSource
 from ._metadata import DROPPED as DROPPED
 from ._metadata import RecordMetadata as RecordMetadata
 from ._numpy import NumpySource as NumpySource
@@ -95,9 +98,11 @@ __all__ = [
     "ErrorBudget",
     "ErrorBudgetExceededError",
     "FileInstruction",
+    "ImageFolderSource",
     "InvalidArgumentError",
     "InvalidStateError",
     "IteratorState",
+    "JsonLinesSource",
     "JsonValue",
     "LengthOverflowError",
     "NumpySource",

@@ -32,8 +32,10 @@ from chute_sources import ChuteError as ChuteError
 from chute_sources import CorruptRecordError as CorruptRecordError
 from chute_sources import ErrorBudget as ErrorBudget
 from chute_sources import ErrorBudgetExceededError as ErrorBudgetExceededError
+from chute_sources import ImageFolderSource as ImageFolderSource
 from chute_sources import InvalidArgumentError as InvalidArgumentError
 from chute_sources import InvalidStateError as InvalidStateError
+from chute_sources import JsonLinesSource as JsonLinesSource
 from chute_sources import LengthOverflowError as LengthOverflowError
 from chute_sources import NumpySource as NumpySource
 from chute_sources import RandomAccessDataSource as RandomAccessDataSource
@@ -136,11 +138,13 @@ __all__ = [
     "FileInstruction",
     "FilterTransform",
     "FlatMapTransform",
+    "ImageFolderSource",
     "InMemoryDataSource",
     "IndexSampler",
     "InvalidArgumentError",
     "InvalidStateError",
     "IterDataset",
+    "JsonLinesSource",
     "LengthOverflowError",
     "MapDataset",
     "MapTransform",

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from ._cli_common import EXIT_OK, help_epilog, usage_error
-from ._cli_inputs import FORMATS, open_input
-from ._cli_schema import infer_schema, schema_table, shorten
+from ._common import EXIT_OK, help_epilog, usage_error
+from ._inputs import FORMATS, open_input
+from ._schema import infer_schema, schema_table, shorten
 
 __all__ = ["add_inspect_parser", "inspect_data", "run_inspect"]
 

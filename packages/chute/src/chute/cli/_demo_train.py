@@ -1,4 +1,4 @@
-"""The demo's training process: `python -m chute._demo_train WORK_DIR STEPS SAVE_EVERY LOG`.
+"""The demo's training process: `python -m chute.cli._demo_train WORK_DIR STEPS SAVE_EVERY LOG`.
 
 Trains a small MLP on the digits pipeline of `_demo_data`, checkpointing the model,
 the optimizer and the data iterator together with Orbax every SAVE_EVERY steps, and

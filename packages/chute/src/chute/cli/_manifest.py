@@ -11,7 +11,7 @@ import json
 import os
 from typing import Any
 
-from ._cli_common import usage_error
+from ._common import usage_error
 
 __all__ = ["MANIFEST_SUFFIX", "MANIFEST_VERSION", "load_manifest", "write_manifest"]
 

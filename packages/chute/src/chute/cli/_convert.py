@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ._cli_common import (
+from ._common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     CliError,
@@ -20,8 +20,8 @@ from ._cli_common import (
     help_epilog,
     usage_error,
 )
-from ._cli_inputs import CONVERTIBLE_FORMATS, Input, open_input
-from ._cli_manifest import MANIFEST_SUFFIX, MANIFEST_VERSION, load_manifest, write_manifest
+from ._inputs import CONVERTIBLE_FORMATS, Input, open_input
+from ._manifest import MANIFEST_SUFFIX, MANIFEST_VERSION, load_manifest, write_manifest
 
 __all__ = ["add_convert_parser", "run_convert", "shard_bounds"]
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from ._cli_common import EXIT_OK, data_error, help_epilog, usage_error
-from ._iter_dataset import IterDataset
-from ._map_dataset import MapDataset
-from ._pipeline import has_stage
+from .._iter_dataset import IterDataset
+from .._map_dataset import MapDataset
+from .._pipeline import has_stage
+from ._common import EXIT_OK, data_error, help_epilog, usage_error
 
 __all__ = ["add_bench_parser", "load_dataset", "run_bench"]
 
@@ -192,7 +192,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
     Example:
         >>> import argparse, contextlib, io
-        >>> args = argparse.Namespace(target="chute._cli_bench:_example", seconds=1.0,
+        >>> args = argparse.Namespace(target="chute.cli._bench:_example", seconds=1.0,
         ...                           batches=5, ram_budget_mb=64, json=False)
         >>> with contextlib.redirect_stdout(io.StringIO()) as out:
         ...     code = run_bench(args)

@@ -1,16 +1,21 @@
-"""The `chute` command line: parses arguments and hands each command to its module."""
+"""The `chute` command line: parses arguments and hands each command to its module.
+
+`main` is the `chute` console script and `python -m chute` (or `python -m chute.cli`).
+Each command lives in a module of its own: `_convert`, `_inspect`, `_bench` and
+`_demo`; `_common` holds what they share (exit codes, one-line errors) and `_inputs`
+opens the files they read.
+"""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
-from ._cli_bench import add_bench_parser, run_bench
-from ._cli_common import EXIT_CODES_HELP, EXIT_USAGE, run_command
-from ._cli_convert import add_convert_parser, run_convert
-from ._cli_inspect import add_inspect_parser, run_inspect
-from ._version import __version__
+from .._version import __version__
+from ._bench import add_bench_parser, run_bench
+from ._common import EXIT_CODES_HELP, EXIT_USAGE, run_command
+from ._convert import add_convert_parser, run_convert
+from ._inspect import add_inspect_parser, run_inspect
 
 __all__ = ["main"]
 
@@ -88,7 +93,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ._demo import run_demo
 
     return run_demo(folder=args.dir, steps=args.steps, save_every=args.save_every)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

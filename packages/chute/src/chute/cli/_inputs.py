@@ -1,7 +1,9 @@
 """The inputs `chute convert` and `chute inspect` read, each as a random-access source.
 
 Formats: Parquet, NumPy `.npy` / `.npz`, JSON Lines, folders of PNG / JPEG images laid
-out like torchvision's `ImageFolder` (one subfolder per class), and ArrayRecord.
+out like torchvision's `ImageFolder` (one subfolder per class), and ArrayRecord. Each is
+read by its `chute_sources` source; this module turns their errors into one-line
+`CliError`s and, for images, adds a decoding check (with Pillow, when installed).
 """
 
 from __future__ import annotations
@@ -10,23 +12,18 @@ import dataclasses
 import glob
 import hashlib
 import io
-import json
-import mmap
 import os
-import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
-import numpy as np
+from chute_sources import ChuteError, ImageFolderSource, JsonLinesSource
 
-from ._cli_common import CliError, data_error, usage_error
+from ._common import CliError, data_error, usage_error
 
 __all__ = [
     "CONVERTIBLE_FORMATS",
     "FORMATS",
-    "ImageFolderSource",
     "Input",
-    "JsonLinesSource",
     "detect_format",
     "open_input",
 ]
@@ -46,8 +43,8 @@ _SUFFIXES = {
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",
 }
-_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
-_IMAGE_MAGICS = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")
+_OWN_WORDING = ("images", "jsonl")
+"""Formats whose sources word their errors as the CLI does: shown as they are."""
 _GLOB_CHARS = ("*", "?", "[")
 
 
@@ -101,155 +98,6 @@ def detect_format(path: str, given: str | None = None) -> str:
     return _SUFFIXES[suffix]
 
 
-class JsonLinesSource:
-    r"""The objects of a JSON Lines file, one a line (blank lines skipped), by index.
-
-    Example:
-        >>> import os, tempfile
-        >>> path = os.path.join(tempfile.mkdtemp(), "a.jsonl")
-        >>> with open(path, "w") as file:
-        ...     _ = file.write('{"a": 1}\n\n{"a": 2}\n')
-        >>> source = JsonLinesSource(path)
-        >>> len(source), source.__getitems__([1, 0])
-        (2, [{'a': 2}, {'a': 1}])
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        with open(path, "rb") as file:
-            size = os.fstat(file.fileno()).st_size
-            self._data: Any = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-        raw = np.frombuffer(self._data, np.uint8) if size else np.zeros(0, np.uint8)
-        ends = np.flatnonzero(raw == ord("\n"))
-        if size and raw[-1] != ord("\n"):
-            ends = np.append(ends, size)
-        starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64) if len(ends) else ends
-        lengths = ends - starts
-        blank = lengths == 0
-        crlf = lengths == 1
-        if crlf.any():
-            blank |= crlf & (raw[np.minimum(starts, max(size - 1, 0))] == ord("\r"))
-        keep = np.flatnonzero(~blank)
-        self._starts, self._ends, self._lines = starts[keep], ends[keep], keep + 1
-
-    def __len__(self) -> int:
-        return len(self._starts)
-
-    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
-        out = []
-        for index in indices:
-            start, end = int(self._starts[index]), int(self._ends[index])
-            try:
-                out.append(json.loads(self._data[start:end]))
-            except (ValueError, UnicodeDecodeError) as error:
-                line = int(self._lines[index])
-                data_error(f"{self.path!r} line {line} is not valid JSON: {error}")
-            except RecursionError:
-                line = int(self._lines[index])
-                data_error(
-                    f"{self.path!r} line {line} nests arrays or objects too deeply to decode "
-                    f"(deeper than Python's recursion limit, {sys.getrecursionlimit()})"
-                )
-        return out
-
-
-class ImageFolderSource:
-    r"""PNG / JPEG files in class subfolders, as `{"image": bytes, "label", "path"}`.
-
-    Laid out like torchvision's `ImageFolder`: `root/<class>/**/<file>`; classes are the
-    subfolders in sorted order, and a record's `label` is its class's position there.
-    `image` holds the file's encoded bytes unchanged; each is checked to be a PNG or a
-    JPEG (and decoded by Pillow, when installed, to catch corrupt files).
-
-    Example:
-        >>> import os, tempfile
-        >>> root = tempfile.mkdtemp()
-        >>> os.makedirs(os.path.join(root, "cat"))
-        >>> with open(os.path.join(root, "cat", "1.png"), "wb") as file:
-        ...     _ = file.write(b"\x89PNG\r\n\x1a\n...")
-        >>> source = ImageFolderSource(root, check=False)
-        >>> source.classes, source.__getitems__([0])[0]["path"]
-        (['cat'], 'cat/1.png')
-    """
-
-    def __init__(self, root: str, *, check: bool = True) -> None:
-        self.root = root
-        self.check = check
-        self.classes = sorted(
-            entry.name
-            for entry in os.scandir(root)
-            if entry.is_dir() and not entry.name.startswith(".")
-        )
-        self.samples: list[tuple[str, int]] = []
-        for label, name in enumerate(self.classes):
-            found: list[str] = []
-            # onerror: a folder that cannot be listed is an error, not an empty folder.
-            walk = os.walk(os.path.join(root, name), onerror=_raise, followlinks=True)
-            for folder, subfolders, files in walk:
-                subfolders.sort()
-                _refuse_loops(folder, subfolders)
-                rel = os.path.relpath(folder, root).replace(os.sep, "/")
-                found.extend(f"{rel}/{f}" for f in sorted(files) if _is_image_name(f))
-            if not found:
-                data_error(
-                    f"class folder {os.path.join(root, name)!r} holds no PNG or JPEG image "
-                    "(every subfolder of an image folder is a class, as in torchvision's "
-                    "ImageFolder)"
-                )
-            self.samples.extend((path, label) for path in found)
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
-        out = []
-        for index in indices:
-            path, label = self.samples[index]
-            with open(os.path.join(self.root, path), "rb") as file:
-                data = file.read()
-            if self.check:
-                _check_image(os.path.join(self.root, path), data)
-            out.append({"image": data, "label": label, "path": path})
-        return out
-
-
-def _refuse_loops(folder: str, subfolders: list[str]) -> None:
-    """Refuses a subfolder that is a symbolic link to `folder` or to a folder above it.
-
-    Following it (as `os.walk(followlinks=True)` does) would list the same images again
-    and again, under the wrong class, until the path is too long to resolve.
-    """
-    here = os.path.realpath(folder)
-    for name in subfolders:
-        path = os.path.join(folder, name)
-        if not os.path.islink(path):
-            continue
-        target = os.path.realpath(path)
-        if here == target or here.startswith(target.rstrip(os.sep) + os.sep):
-            data_error(
-                f"{path!r} is a symbolic link to {target!r}, which holds it: following it "
-                "would loop; remove the link or point it elsewhere"
-            )
-
-
-def _is_image_name(name: str) -> bool:
-    return name.lower().endswith(_IMAGE_SUFFIXES) and not name.startswith(".")
-
-
-def _check_image(path: str, data: bytes) -> None:
-    if not data.startswith(_IMAGE_MAGICS):
-        data_error(f"{path!r} is not a PNG or JPEG image (it starts with {data[:8]!r})")
-    try:
-        from PIL import Image  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        return
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            image.load()
-    except Exception as error:
-        data_error(f"{path!r} is a corrupt image: {error}")
-
-
 @dataclasses.dataclass
 class Input:
     """An opened input: its random-access source and the files behind it.
@@ -287,12 +135,17 @@ class Input:
     def read(self, indices: Sequence[int]) -> list[Any]:
         """Reads records; a failure is a data error naming the input and the records."""
         try:
-            return list(self.source.__getitems__(list(indices)))
-        except CliError:
-            raise
+            records = list(self.source.__getitems__(list(indices)))
+        except ChuteError as error:
+            if self.format in _OWN_WORDING:  # A bad JSON line, a file that is no image.
+                data_error(str(error))
+            _unreadable(self.path, indices, error)
         except Exception as error:
-            shown = f"{indices[0]}..{indices[-1]}" if len(indices) > 1 else f"{indices[0]}"
-            data_error(f"cannot read records {shown} of {self.path!r}: {error}")
+            _unreadable(self.path, indices, error)
+        if self.format == "images":
+            for record in records:
+                _check_decodes(os.path.join(self.path, record["path"]), record["image"])
+        return records
 
 
 def open_input(path: str, format: str | None = None) -> Input:
@@ -331,12 +184,10 @@ def open_input(path: str, format: str | None = None) -> Input:
                 f"cannot read {path!r}: permission denied for {where!r}; give the user "
                 "running chute read access to it (see its owner and mode with ls -l)"
             )
+        if kind == "images" and isinstance(error, ChuteError):  # An empty class folder, ...
+            data_error(str(error))
         what = {"images": "an image folder", "array_record": "ArrayRecord"}.get(kind, kind)
         data_error(f"cannot read {path!r} as {what}: {error}")
-
-
-def _raise(error: OSError) -> None:
-    raise error
 
 
 def _permission_denied(error: BaseException) -> PermissionError | None:
@@ -367,7 +218,7 @@ def _open(path: str, kind: str) -> Input:
     if kind == "images":
         images = ImageFolderSource(path)
         files = [os.path.join(path, p) for p, _ in images.samples]
-        return Input(path, kind, images, [path], [len(images)], files, images.classes)
+        return Input(path, kind, images, [path], [len(images)], files, list(images.classes))
     if kind in ("npy", "npz"):
         from chute_sources import NumpySource
 
@@ -393,3 +244,21 @@ def _open(path: str, kind: str) -> Input:
         counts = [i.num_records for i in records.instructions]
         return Input(path, kind, records, files, counts, files)
     usage_error(f"unknown format {kind!r}; choose one of {', '.join(FORMATS)}")
+
+
+def _unreadable(path: str, indices: Sequence[int], error: Exception) -> NoReturn:
+    shown = f"{indices[0]}..{indices[-1]}" if len(indices) > 1 else f"{indices[0]}"
+    data_error(f"cannot read records {shown} of {path!r}: {error}")
+
+
+def _check_decodes(path: str, data: bytes) -> None:
+    """Decodes an image with Pillow, when it is installed, to catch a corrupt file."""
+    try:
+        from PIL import Image  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.load()
+    except Exception as error:
+        data_error(f"{path!r} is a corrupt image: {error}")

@@ -47,7 +47,7 @@ def _train(
     command = [
         sys.executable,
         "-m",
-        "chute._demo_train",
+        "chute.cli._demo_train",
         str(work),
         str(steps),
         str(save_every),
