@@ -36,6 +36,8 @@ from ._planner import batch_aligned_chunk_size as batch_aligned_chunk_size
 from ._planner import default_chunk_size as default_chunk_size
 from ._planner import plan_workers as plan_workers
 from ._prefetch_read import PrefetchReadIter as PrefetchReadIter
+from ._ray_options import RayOptions as RayOptions
+from ._ray_prefetch import RayPrefetchIter as RayPrefetchIter
 from ._read_options import ReadAheadWarning as ReadAheadWarning
 from ._read_options import ReadOptions as ReadOptions
 from ._shipping import ShippingError as ShippingError
@@ -58,6 +60,8 @@ __all__ = [
     "PerformanceConfig",
     "PlanStep",
     "PrefetchReadIter",
+    "RayOptions",
+    "RayPrefetchIter",
     "ReadAheadWarning",
     "ReadOptions",
     "ShippingError",

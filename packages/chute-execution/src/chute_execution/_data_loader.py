@@ -38,6 +38,7 @@ from chute_transforms import (
 
 from ._mp_options import MultiprocessingOptions
 from ._planner import BatchSpec, PlanStep, WorkerPlan, plan_workers
+from ._ray_options import RayOptions
 from ._read_options import ReadOptions
 
 __all__ = ["DataLoader"]
@@ -158,6 +159,9 @@ class DataLoader:
         operations: transforms applied in order; elementwise ones before the first
             `BatchTransform` run in the workers.
         worker_count: worker processes (0: in this process).
+        ray_options: run the workers' part as tasks on a Ray cluster instead of local
+            processes (`RayOptions`; `worker_count` must then stay 0). The output and
+            checkpoints are the same as with local workers.
         worker_buffer_size: chunks each worker may work ahead.
         read_options: threads that read each chunk of records (per process).
         chunk_size: records per unit of work handed to a worker; None: the planner's
@@ -191,6 +195,7 @@ class DataLoader:
         read_options: ReadOptions | None = None,
         chunk_size: int | None = None,
         error_budget: ErrorBudget | None = None,
+        ray_options: RayOptions | None = None,
     ) -> None:
         if not isinstance(sampler, IndexSampler):
             raise TypeError(f"DataLoader: sampler must be an IndexSampler, got {sampler!r}.")
@@ -205,10 +210,23 @@ class DataLoader:
                 f"{type(read_options).__name__} {read_options!r}."
             )
         self.data_source, self.sampler = data_source, sampler
-        self.options = MultiprocessingOptions(
+        self.options: MultiprocessingOptions | RayOptions = MultiprocessingOptions(
             check_count(worker_count, "worker_count", "DataLoader"),
             check_count(worker_buffer_size, "worker_buffer_size", "DataLoader", minimum=1),
         )
+        if ray_options is not None:
+            if not isinstance(ray_options, RayOptions):
+                raise TypeError(
+                    "DataLoader: ray_options must be a RayOptions (or None), got "
+                    f"{type(ray_options).__name__} {ray_options!r}."
+                )
+            if worker_count:
+                raise ValueError(
+                    f"DataLoader: worker_count={worker_count} and ray_options both ask for "
+                    "workers; give one (ray_options=RayOptions(num_workers=...) sets how many "
+                    "chunks run at once on the Ray cluster)."
+                )
+            self.options = ray_options
         self.read_options = read_options
         self.chunk_size = (
             None
@@ -303,9 +321,14 @@ class DataLoader:
             self.options,
             chunk_size=self.chunk_size,
             read_threads=read_threads,
-            caller=f"DataLoader(worker_count={self.options.num_workers})",
+            caller=self._caller(),
             reader_name="data_source",
         )
+
+    def _caller(self) -> str:
+        if isinstance(self.options, RayOptions):
+            return f"DataLoader(ray_options=RayOptions(num_workers={self.options.num_workers}))"
+        return f"DataLoader(worker_count={self.options.num_workers})"
 
     def __iter__(self) -> IterNode[Any]:
         result: IterNode[Any] = self.plan().build()

@@ -25,9 +25,10 @@ from chute_transforms import batch_elements, batch_rows, concat_batches, pad_bat
 from ._chunk_plan import ChunkPlan, Unstacked, outputs_before
 from ._mp_options import MultiprocessingOptions
 from ._mp_prefetch import MultiprocessPrefetchIter
+from ._ray_options import RayOptions
 from ._worker_pool import WorkerDiedError, WorkerTimeoutError
 
-__all__ = ["MultiprocessBatchIter"]
+__all__ = ["MultiprocessBatchIter", "chunk_iterator"]
 
 
 class MultiprocessBatchIter(IterNode[Any]):
@@ -35,7 +36,7 @@ class MultiprocessBatchIter(IterNode[Any]):
 
     Args:
         plan: the chunked pipeline; its `stack` is set here.
-        options: the workers.
+        options: the workers (local processes, or a Ray cluster's with `RayOptions`).
         batch_size: outputs per batch.
         drop_remainder: leave out a last short batch.
         pad: pad a short batch with zeros; every batch is then a `(batch, mask)` pair.
@@ -52,7 +53,7 @@ class MultiprocessBatchIter(IterNode[Any]):
     def __init__(
         self,
         plan: ChunkPlan,
-        options: MultiprocessingOptions,
+        options: MultiprocessingOptions | RayOptions,
         batch_size: int,
         *,
         drop_remainder: bool = False,
@@ -65,7 +66,7 @@ class MultiprocessBatchIter(IterNode[Any]):
             raise ValueError("MultiprocessBatchIter: drop_remainder and pad contradict.")
         self._drop_remainder, self._pad = drop_remainder, pad
         self._plan = dataclasses.replace(plan, stack=True)
-        self._chunks = MultiprocessPrefetchIter(self._plan, options, worker_init_fn, caller)
+        self._chunks = chunk_iterator(self._plan, options, worker_init_fn, caller)
         self._failure: Exception | None = None  # Of the loaded chunk, after its last row.
         self._num_chunks = plan.num_chunks
         self._chunk, self._offset = 0, 0
@@ -162,3 +163,23 @@ class MultiprocessBatchIter(IterNode[Any]):
 
     def __repr__(self) -> str:
         return f"MultiprocessBatchIter(batch_size={self._size}, {self._chunks!r})"
+
+
+def chunk_iterator(
+    plan: ChunkPlan,
+    options: MultiprocessingOptions | RayOptions,
+    worker_init_fn: Callable[[int, int], Any] | None = None,
+    caller: str = "mp_prefetch",
+) -> MultiprocessPrefetchIter:
+    """The iterator that runs `plan`'s chunks where `options` say: local processes or Ray.
+
+    Example:
+        >>> it = chunk_iterator(ChunkPlan(range(3), chunk_size=2), MultiprocessingOptions(0))
+        >>> list(it)
+        [0, 1, 2]
+    """
+    if isinstance(options, RayOptions):
+        from ._ray_prefetch import RayPrefetchIter  # ray loads only when it is used.
+
+        return RayPrefetchIter(plan, options, worker_init_fn, caller)
+    return MultiprocessPrefetchIter(plan, options, worker_init_fn, caller)

@@ -273,15 +273,19 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         if workers == 0:
             result = self._plan.run(chunk, replay=self.replay_for(chunk), read_ahead=True)
         else:
-            pool = self._ensure_pool()
-            try:
-                result = self._receive(pool, chunk)
-            except WorkerDiedError:
-                self.close()
-                raise
+            result = self._remote_result(chunk)
         if result.times:
             self._add_times(result.times)
         return result
+
+    def _remote_result(self, chunk: int) -> ChunkResult:
+        """Chunk `chunk` from the workers (the backend: here, local worker processes)."""
+        pool = self._ensure_pool()
+        try:
+            return self._receive(pool, chunk)
+        except WorkerDiedError:
+            self.close()
+            raise
 
     def _add_times(self, times: tuple[tuple[int, float], ...]) -> None:
         if not self._stage_times:

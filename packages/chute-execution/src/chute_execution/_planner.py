@@ -28,9 +28,9 @@ from chute_sources import ErrorBudget, RandomAccessDataSource
 from chute_transforms import SkipErrorsIter
 
 from ._chunk_plan import ChunkPlan, StreamOp
-from ._mp_batch import MultiprocessBatchIter
+from ._mp_batch import MultiprocessBatchIter, chunk_iterator
 from ._mp_options import MultiprocessingOptions
-from ._mp_prefetch import MultiprocessPrefetchIter
+from ._ray_options import RayOptions
 
 __all__ = [
     "BatchSpec",
@@ -138,7 +138,7 @@ class WorkerPlan:
 
     Attributes:
         chunks: the part the workers run, chunk by chunk.
-        options: the workers.
+        options: the workers: local processes, or a Ray cluster's (`RayOptions`).
         tail: the steps that run in this process after the workers' part; a first
             step with `batch` is stacked by the workers instead.
         skip: an error budget, how many steps of `tail` it covers, and its name.
@@ -154,7 +154,7 @@ class WorkerPlan:
     """
 
     chunks: ChunkPlan
-    options: MultiprocessingOptions
+    options: MultiprocessingOptions | RayOptions
     tail: tuple[PlanStep, ...] = ()
     skip: tuple[ErrorBudget, int, str] | None = None
     init_fn: Callable[[int, int], Any] | None = None
@@ -208,11 +208,10 @@ class WorkerPlan:
                 caller=self.caller,
             )
         else:
-            iterator = MultiprocessPrefetchIter(
-                self.chunks, self.options, self.init_fn, self.caller
-            )
+            iterator = chunk_iterator(self.chunks, self.options, self.init_fn, self.caller)
         workers = iterator
-        iterator = wrap(iterator, f"mp_prefetch(num_workers={self.options.num_workers})")
+        kind = "ray_prefetch" if isinstance(self.options, RayOptions) else "mp_prefetch"
+        iterator = wrap(iterator, f"{kind}(num_workers={self.options.num_workers})")
         if on_workers is not None:
             on_workers(workers)
         if self.workers_batch:
@@ -233,7 +232,7 @@ def _stack(iterator: Any, steps: Sequence[PlanStep], wrap: Callable[[Any, str], 
 def plan_workers(
     dataset: RandomAccessDataSource[Any],
     steps: Sequence[PlanStep],
-    options: MultiprocessingOptions,
+    options: MultiprocessingOptions | RayOptions,
     *,
     chunk_size: int | None = None,
     elements_are_batches: bool = False,
@@ -247,7 +246,7 @@ def plan_workers(
     Args:
         dataset: the random-access base, read in order.
         steps: the stream steps over it, in order (see `PlanStep`).
-        options: the workers.
+        options: the workers: local processes, or a Ray cluster's (`RayOptions`).
         chunk_size: positions per unit of work; None: `default_chunk_size`.
         elements_are_batches: the dataset's elements are whole batches (for the default
             chunk size).

@@ -140,6 +140,8 @@ class PipelineStage:
         inputs: for ops over several pipelines (mix, interleave), each input's stages.
         raw: the parameters as objects, which a checkpoint's fingerprint describes by
             structure; empty: the shown ones.
+        shown_as: the name `print` shows, when it is not the op's (two spellings of
+            one op, e.g. `ray_prefetch` of `mp_prefetch`: one state, one fingerprint).
 
     Example:
         >>> stage = PipelineStage("batch", (("batch_size", "32"),), raw=(("batch_size", 32),))
@@ -151,6 +153,7 @@ class PipelineStage:
     params: tuple[tuple[str, str], ...] = ()
     inputs: tuple[tuple[PipelineStage, ...], ...] = ()
     raw: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), compare=False, repr=False)
+    shown_as: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def traits(self) -> StageTraits:
@@ -160,7 +163,7 @@ class PipelineStage:
     def line(self) -> str:
         """The stage on one line, e.g. `shuffle(seed=3)`."""
         params = ", ".join(f"{key}={value}" if key else value for key, value in self.params)
-        return f"{self.op}({params})"
+        return f"{self.shown_as or self.op}({params})"
 
     def as_dict(self) -> dict[str, Any]:
         """`{"op", "params", "inputs"}` with the parameters as objects (performance too)."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from chute_execution import MultiprocessingOptions as MultiprocessingOptions
 from chute_execution import PerformanceConfig as PerformanceConfig
+from chute_execution import RayOptions as RayOptions
 from chute_execution import ReadAheadWarning as ReadAheadWarning
 from chute_execution import ReadOptions as ReadOptions
 from chute_execution import ShippingError as ShippingError
@@ -162,6 +163,7 @@ __all__ = [
     "RandomMapTransform",
     "RangeDataSource",
     "RangeSource",
+    "RayOptions",
     "ReadAheadWarning",
     "ReadOptions",
     "RecordCodecError",

@@ -19,6 +19,7 @@ from chute_execution import (
     MultiprocessingOptions,
     PlanStep,
     PrefetchReadIter,
+    RayOptions,
     ReadOptions,
     WorkerPlan,
     plan_workers,
@@ -208,7 +209,7 @@ class MultiprocessFactory:
 
 def plan_request(
     factory: Factory,
-    options: MultiprocessingOptions,
+    options: MultiprocessingOptions | RayOptions,
     init_fn: Callable[[int, int], Any] | None,
     chunk_size: int | None,
 ) -> functools.partial[WorkerPlan]:

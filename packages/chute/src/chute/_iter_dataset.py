@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import numpy as np
 
 from chute_execution import (
-    MultiprocessingOptions,
     ThreadPrefetchIter,
 )
-from chute_execution.internal import add_preload, warm_up
 from chute_samplers import IterNode, WindowShuffleIter
 from chute_sources import CheckpointableIterator, ErrorBudget
 from chute_transforms import (
@@ -31,7 +28,7 @@ from chute_transforms import (
     UnbatchIter,
 )
 
-from ._args import check_chunk_size, check_device_buffers, check_int, check_weights
+from ._args import check_device_buffers, check_int, check_weights
 from ._coerce import as_iter_dataset as _as_iter_dataset
 from ._describe import describe
 from ._factories import (
@@ -45,13 +42,11 @@ from ._factories import (
     SkipErrorsFactory,
     SourceFactory,
     batch_step,
-    plan_request,
 )
-from ._mp_stage import mp_prefetch_stage
+from ._iter_workers import WorkersMixin
 from ._pipeline import (
     Stage,
     check_pipeline_seed,
-    has_stage,
     render,
     stage,
     stage_seed,
@@ -67,7 +62,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class IterDataset(Generic[T]):
+class IterDataset(WorkersMixin[T], Generic[T]):
     """A stream of elements of type `T`; `iter(ds)` gives a checkpointable iterator.
 
     Usually made with `MapDataset.to_iter_dataset()`. Each method returns a new
@@ -369,51 +364,6 @@ class IterDataset(Generic[T]):
         return self._then(
             ThreadPrefetchIter, stage("prefetch", buffer_size=buffer_size), buffer_size
         )
-
-    def mp_prefetch(
-        self,
-        options: MultiprocessingOptions | None = None,
-        worker_init_fn: Callable[[int, int], Any] | None = None,
-        *,
-        chunk_size: int | None = None,
-    ) -> IterDataset[T]:
-        """Runs the pipeline so far on worker processes; the output does not change.
-
-        Work is cut into chunks of `chunk_size` consecutive positions of the dataset
-        the pipeline reads; maps, filters, flat maps and random maps run on the
-        workers, chunk by chunk, and the results are put back in order, so 0, 1 or 8
-        workers yield the same elements in the same order (and a checkpoint restores
-        with any number of workers). Stages that need the whole stream (batch,
-        map_with_index, window shuffle, ...) run in this process on the merged stream.
-        Transforms must be picklable (module-level functions or classes).
-
-        Args:
-            options: `MultiprocessingOptions(num_workers, per_worker_buffer_size)`.
-            worker_init_fn: called as `fn(worker_index, num_workers)` in each worker.
-            chunk_size: positions per unit of work; it never changes the elements. By
-                default 64 elements, or 1 when the positions are whole batches (a
-                `MapDataset.batch` before `to_iter_dataset`), and at most 1/16 of a short
-                dataset, so that several workers share it. Never the worker count: a
-                checkpoint counts chunks, so it restores with any number of workers.
-
-        Example:
-            >>> import chute, operator
-            >>> ds = chute.MapDataset.range(8).to_iter_dataset().map(operator.neg)
-            >>> list(ds.mp_prefetch(chute.MultiprocessingOptions(num_workers=0)))
-            [0, -1, -2, -3, -4, -5, -6, -7]
-        """
-        if has_stage(self._stages, frozenset({"to_device"})):
-            raise ValueError(
-                "mp_prefetch cannot follow to_device: worker processes never touch jax. "
-                "Call mp_prefetch first and to_device last."
-            )
-        chosen = options if options is not None else MultiprocessingOptions()
-        request = plan_request(self._factory, chosen, worker_init_fn, check_chunk_size(chunk_size))
-        if chosen.num_workers:
-            add_preload("chute")  # The fork server imports chute once, for every worker.
-            warm_up(chosen.start_method)  # Workers will then start in milliseconds.
-        item = functools.partial(mp_prefetch_stage, chosen.num_workers)
-        return IterDataset(MultiprocessFactory(self._factory, request, item), seed=self._seed)
 
     def to_device(
         self,

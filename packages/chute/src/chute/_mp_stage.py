@@ -7,8 +7,19 @@ from ._pipeline import Stage
 __all__ = ["mp_prefetch_stage"]
 
 
-def mp_prefetch_stage(num_workers: int, chunk_size: int) -> Stage:
-    """The `mp_prefetch` stage: its chunk size is part of the state, the worker count not."""
+def mp_prefetch_stage(num_workers: int, chunk_size: int, shown_as: str = "mp_prefetch") -> Stage:
+    """The stage of the workers: its chunk size is part of the state, the workers not.
+
+    `ray_prefetch` is the same stage (`shown_as` it): its state is the same, so a
+    checkpoint saved with one restores with the other.
+
+    Example:
+        >>> mp_prefetch_stage(2, 64, shown_as="ray_prefetch").line()
+        'ray_prefetch(num_workers=2)'
+    """
     return Stage(
-        "mp_prefetch", (("num_workers", repr(num_workers)),), raw=(("chunk_size", chunk_size),)
+        "mp_prefetch",
+        (("num_workers", repr(num_workers)),),
+        raw=(("chunk_size", chunk_size),),
+        shown_as=shown_as,
     )

@@ -1,0 +1,51 @@
+"""What a Ray worker runs: one chunk of a shipped plan (a module-level, importable task).
+
+The plan travels once per Ray worker process: the task gets a reference to the shipped
+bytes (inside a list, so Ray does not fetch them for every task), and each worker
+process keeps the loaded plan under its key. The result travels back through Ray's
+object store: array outputs are serialised out of band, so the consumer reads them in
+place, without a copy. An exception comes back as a `WorkerFailure` (its type, notes,
+traceback and how many outputs came before it), never as a Ray error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._worker import WorkerFailure, _load
+
+__all__ = ["run_chunk"]
+
+_PLANS: dict[str, Any] = {}
+"""The plans this Ray worker process has loaded, by key (the most recent few)."""
+_KEEP = 4
+
+
+def run_chunk(
+    key: str, holder: list[Any], chunk: int, replay: tuple[Any, ...], worker: int, workers: int
+) -> tuple[str, Any]:
+    """Runs `chunk` of the plan `key` (shipped in `holder[0]`); `("ok", result)` or an error.
+
+    `worker` is the chunk's worker index (`chunk % workers`): `worker_init_fn` is called
+    with it once, in each Ray worker process, before the first chunk of the plan there.
+    """
+    try:
+        plan = _PLANS.get(key)
+        if plan is None:
+            import ray
+
+            plan_bytes, init_bytes = ray.get(holder[0])
+            if init_bytes is not None:
+                init_fn = _load(init_bytes, "worker_init_fn", worker)
+                try:
+                    init_fn(worker, workers)
+                except BaseException as error:
+                    error.add_note(f"chute: raised by worker_init_fn({worker}, {workers})")
+                    raise
+            plan = _load(plan_bytes, "the pipeline", worker)
+            while len(_PLANS) >= _KEEP:
+                _PLANS.pop(next(iter(_PLANS)))
+            _PLANS[key] = plan
+        return "ok", plan.run(chunk, replay=replay)
+    except Exception as error:
+        return "error", WorkerFailure(error, chunk, worker)
