@@ -20,8 +20,9 @@ class RayOptions:
 
     Attributes:
         num_workers: chunks that run at once (tasks in flight, beyond those buffered).
-        address: the Ray cluster: None joins the one this process already joined, or
-            starts a local one (stopped when this process exits); an address
+        address: the Ray cluster: None joins the one this process already joined (or
+            the one `RAY_ADDRESS` names, as in a Ray job), or else starts a local one
+            (stopped when this process exits); an address
             (`"auto"`, `"ray://host:10001"`, `"host:6379"`) connects to a cluster
             someone started, which chute leaves running.
         per_worker_buffer_size: chunks per worker that may be done or running ahead of

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import logging
+import os
 import socket
 import threading
 import time
@@ -58,7 +59,10 @@ class _Cluster:
                     "logging_level": logging.WARNING,
                     "configure_logging": False,
                 }
-                ray.init(address=options.address, **settings)
+                address = options.address
+                if address is None and not os.environ.get("RAY_ADDRESS"):
+                    address = "local"  # A new local cluster, never a stale one's address.
+                ray.init(address=address, **settings)
                 if not self.ours:
                     atexit.register(self.stop)
                 self.ours = True

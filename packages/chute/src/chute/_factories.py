@@ -219,6 +219,7 @@ def plan_request(
         TypeError: the pipeline does not start by reading a random-access dataset in
             order, so it cannot be cut into chunks.
     """
+    caller = "ray_prefetch" if isinstance(options, RayOptions) else "mp_prefetch"
     steps: list[PlanStep] = []
     while isinstance(factory, OpFactory | SkipErrorsFactory | MarkFactory):
         if not isinstance(factory, MarkFactory):
@@ -226,10 +227,10 @@ def plan_request(
         factory = factory.parent
     if not isinstance(factory, SequentialFactory):
         raise TypeError(
-            "mp_prefetch needs a pipeline that starts by reading a random-access dataset in "
+            f"{caller} needs a pipeline that starts by reading a random-access dataset in "
             "order (MapDataset...to_iter_dataset()), so that work can be cut into chunks of "
             "positions whose outputs do not depend on the number of workers. Apply mix, "
-            "interleave or stream sources after mp_prefetch, or prefetch each component."
+            f"interleave or stream sources after {caller}, or prefetch each component."
         )
     steps.reverse()
     return functools.partial(
@@ -240,6 +241,7 @@ def plan_request(
         chunk_size=chunk_size,
         elements_are_batches=factory.elements_are_batches(),
         init_fn=init_fn,
+        caller=caller,
     )
 
 
