@@ -297,8 +297,19 @@ _SLOW_CHILD = textwrap.dedent(
 )
 
 
-def _kill_cluster(port):
-    """Kills the processes of the cluster whose head listens on `port` (not others').
+def _writes_in(pid, folder):
+    """Whether process `pid` has a file open in `folder` (Ray's agents rename themselves)."""
+    try:
+        return any(
+            os.readlink(f"/proc/{pid}/fd/{fd}").startswith(folder)
+            for fd in os.listdir(f"/proc/{pid}/fd")
+        )
+    except OSError:
+        return False
+
+
+def _kill_cluster(port, temp, keep):
+    """Kills the processes of the head at `port` with its files in `temp` (not `keep`).
 
     Its processes name the port in their command lines; so would a driver given the
     address as an argument, which is why the test's driver gets it from its environment.
@@ -311,7 +322,8 @@ def _kill_cluster(port):
                 command = file.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if f":{port}" in command or f"={port}" in command:
+        ours = f":{port}" in command or f"={port}" in command or temp in command
+        if int(pid) != keep and (ours or _writes_in(pid, temp)):
             try:
                 os.kill(int(pid), signal.SIGKILL)
             except OSError:
@@ -324,20 +336,25 @@ def test_losing_the_head_raises_a_clear_error_in_bounded_time():
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Short: it holds sockets.
     start = [ray_cli, "start", "--head", f"--port={port}", "--num-cpus=2", f"--temp-dir={temp}"]
     subprocess.run([*start, "--include-dashboard=false"], env=ENV, check=True, capture_output=True)
+    child = None
     try:
         child = subprocess.Popen(
             [sys.executable, "-c", _SLOW_CHILD],
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             text=True,
             env={**ENV, "HEAD": f"127.0.0.1:{port}"},  # Not in its command line: see below.
         )
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "first 0"
     finally:
-        _kill_cluster(port)  # The head goes: its GCS and its node (not this test's own).
+        _kill_cluster(
+            port, temp, None if child is None else child.pid
+        )  # The head goes: its GCS and its node (not this test's own).
         shutil.rmtree(temp, ignore_errors=True)
-    out, _ = child.communicate(timeout=90)
+    assert child is not None
+    out, err = child.communicate(timeout=90)
+    assert out.strip(), err[-3000:]
     kind, name, seconds = out.splitlines()[0].split()
     assert (kind, name) == ("raised", "ChuteError")
     assert float(seconds) < 60
