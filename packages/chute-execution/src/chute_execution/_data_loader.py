@@ -365,7 +365,7 @@ class DataLoader:
         return PipelineDescription("DataLoader", tuple(stages))
 
     def __repr__(self) -> str:
-        return (
-            f"DataLoader(data_source={self.data_source!r}, sampler={self.sampler!r}, "
-            f"worker_count={self.options.num_workers})"
-        )
+        workers = f"worker_count={self.options.num_workers}"
+        if isinstance(self.options, RayOptions):
+            workers = f"ray_options={self.options!r}"
+        return f"DataLoader(data_source={self.data_source!r}, sampler={self.sampler!r}, {workers})"

@@ -24,7 +24,7 @@ import pytest
 ray = pytest.importorskip("ray")  # An extra: the chute layer's own environment lacks it.
 
 import chute  # noqa: E402
-from chute_checkpoint import apply_document, make_document  # noqa: E402
+from chute_checkpoint import apply_document, make_document, reshard  # noqa: E402
 from chute_execution import RayPrefetchIter, WorkerDiedError  # noqa: E402
 from chute_execution.testing import AddNoise, FailAt  # noqa: E402
 from chute_sources.testing import assert_resumes, assert_trees_equal  # noqa: E402
@@ -118,6 +118,22 @@ def test_a_checkpoint_document_saved_under_ray_restores_with_local_workers():
     expected = [b.tolist() for b in base.batch(8)]
     assert seen == expected[:4]
     assert [b.tolist() for b in local] == expected[4:]
+
+
+def test_sharded_states_under_ray_reshard_to_another_process_count():
+    def pipeline(index, count):
+        ds = chute.MapDataset.range(48).seed(9).shuffle().shard(index, count).to_iter_dataset()
+        return ds.map(_vector)
+
+    iterators = [iter(pipeline(i, 2).ray_prefetch(_ray(1), chunk_size=4)) for i in range(2)]
+    seen = [next(it).tolist() for it in iterators for _ in range(6)]
+    documents = [make_document(it, i, 2) for i, it in enumerate(iterators)]
+    (moved,) = reshard(documents, 1)
+    single = iter(pipeline(0, 1).mp_prefetch(chute.MultiprocessingOptions(0), chunk_size=4))
+    apply_document(single, moved)
+    rest = [x.tolist() for x in single]
+    assert rest == [x.tolist() for x in pipeline(0, 1)][12:]  # The global order goes on.
+    assert sorted(x[0] for x in seen + rest) == list(range(48))  # Nothing lost or repeated.
 
 
 def test_the_data_loader_on_ray_equals_the_one_on_local_workers():
