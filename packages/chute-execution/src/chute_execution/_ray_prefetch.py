@@ -17,6 +17,7 @@ import os
 import socket
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -62,7 +63,11 @@ class _Cluster:
                 address = options.address
                 if address is None and not os.environ.get("RAY_ADDRESS"):
                     address = "local"  # A new local cluster, never a stale one's address.
-                ray.init(address=address, **settings)
+                with warnings.catch_warnings():
+                    # Ray forks only to exec its own processes (the GCS, the raylet):
+                    # jax's warning about forking a multithreaded process does not apply.
+                    warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
+                    ray.init(address=address, **settings)
                 if not self.ours:
                     atexit.register(self.stop)
                 self.ours = True

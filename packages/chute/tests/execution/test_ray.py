@@ -17,6 +17,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -39,7 +40,9 @@ def cluster():
     """One local cluster for the module, started here: the user's, to chute."""
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        with warnings.catch_warnings():  # Ray forks to exec its processes: jax's warning.
+            warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     if started:
         ray.shutdown()
