@@ -15,6 +15,7 @@ import hashlib
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 import warnings
@@ -63,6 +64,10 @@ class _Cluster:
                 address = options.address
                 if address is None and not os.environ.get("RAY_ADDRESS"):
                     address = "local"  # A new local cluster, never a stale one's address.
+                    # Its workers see this machine's files: let them import what this
+                    # process can, as local worker processes do.
+                    path = os.pathsep.join(entry for entry in sys.path if entry)
+                    settings["runtime_env"] = {"env_vars": {"PYTHONPATH": path}}
                 with warnings.catch_warnings():
                     # Ray forks only to exec its own processes (the GCS, the raylet):
                     # jax's warning about forking a multithreaded process does not apply.
