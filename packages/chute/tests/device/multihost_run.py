@@ -31,6 +31,7 @@ def main() -> None:
     parser.add_argument("--mesh", default="1d")
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--pipeline", default="global")
+    parser.add_argument("--ray", default=None, help="a Ray cluster's address: its workers")
     args = join_processes(parser)
     import jax
     import numpy as np
@@ -53,7 +54,9 @@ def main() -> None:
         .batch(16, drop_remainder=True, sharding=sharding)
         .to_iter_dataset()
     )
-    if args.workers:
+    if args.ray:  # Every process takes its rows' chunks from the one Ray cluster.
+        ds = ds.ray_prefetch(chute.RayOptions(num_workers=2, address=args.ray))
+    elif args.workers:
         ds = ds.mp_prefetch(chute.MultiprocessingOptions(num_workers=args.workers))
     ds = ds.to_device(sharding)
 
