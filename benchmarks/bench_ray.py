@@ -29,27 +29,15 @@ import chute
 from chute_sources import ArrayRecordSource, write_array_record
 
 from ._timing import median_ratio
+from .bench_execution_workers import crop_flip, image_of, normalise
 
 IMAGES = 2048
 BATCH = 128
 TINY_CHUNKS = 200
 
 
-def image_of(record: dict) -> np.ndarray:
-    return record["image"]
-
-
-def crop_flip(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    y, x = rng.integers(0, 9, size=2)
-    out = image[y : y + 56, x : x + 56]
-    return out[:, ::-1] if rng.random() < 0.5 else out
-
-
-def normalise(image: np.ndarray) -> np.ndarray:
-    return (image.astype(np.float32) - 127.5) / 127.5
-
-
-def _start_ray() -> bool:
+def start_ray() -> bool:
+    """Starts a local 2-CPU Ray cluster unless one runs; whether this call started it."""
     import ray
 
     if ray.is_initialized():
@@ -75,7 +63,7 @@ class ImagesOnRay:
     timeout = 300
 
     def setup(self) -> None:
-        self.started = _start_ray()
+        self.started = start_ray()
         self.folder = tempfile.mkdtemp(prefix="chute-bench-ray-")
         rng = np.random.default_rng(0)
         images = rng.integers(0, 256, (IMAGES, 64, 64, 3), dtype=np.uint8)

@@ -24,17 +24,16 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import time
-import warnings
 
 import numpy as np
 
 import chute
 from chute_sources import ArrayRecordSource, write_array_record
 
-from ..bench_ray import crop_flip, image_of, normalise
+from ..bench_execution_workers import crop_flip, image_of, normalise
+from ..bench_ray import start_ray
 
 CHUNK = 128
 
@@ -79,15 +78,7 @@ def main() -> None:
         list(local.batch(CHUNK))  # Warm: the files are in the page cache.
         work, _ = _cpu_and_wall(lambda: list(local.batch(CHUNK)))
         work /= chunks
-        path = os.pathsep.join(entry for entry in sys.path if entry)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
-            ray.init(
-                num_cpus=2,
-                include_dashboard=False,
-                log_to_driver=False,
-                runtime_env={"env_vars": {"PYTHONPATH": path}},
-            )
+        start_ray()
         on_ray = pipeline.ray_prefetch(chute.RayOptions(num_workers=2), chunk_size=CHUNK)
         list(on_ray.batch(CHUNK))  # Warm: the Ray workers have loaded chute and the plan.
         driver, wall = _cpu_and_wall(lambda: list(on_ray.batch(CHUNK)))

@@ -15,6 +15,8 @@ import numpy as np
 
 from chute_transforms import RandomMapTransform
 
+from ._leak_checks import chute_threads, own_slabs, wait_until
+
 __all__ = [
     "ANSWER_CTRL_C",
     "AddNoise",
@@ -30,6 +32,9 @@ __all__ = [
     "Remainder",
     "Repeat",
     "SleepAt",
+    "chute_threads",
+    "own_slabs",
+    "wait_until",
 ]
 
 

@@ -6,27 +6,11 @@ conftest applies there: no reader or prefetch thread outlives a test.
 """
 
 import gc
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
-SETTLE_SECONDS = 10.0  # A bound for threads to exit on their own, never a speed check.
-
-
-def _chute_threads() -> list[threading.Thread]:
-    """The threads of PrefetchReadIter and ThreadPrefetchIter."""
-    return [t for t in threading.enumerate() if t.name.startswith(("chute-read", "chute-prefetch"))]
-
-
-def _wait_until(condition: Callable[[], bool]) -> bool:
-    deadline = time.monotonic() + SETTLE_SECONDS
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
+from chute_execution.testing import chute_threads, wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -34,6 +18,6 @@ def no_leaked_threads() -> Iterator[None]:
     """Every test must leave no reader or prefetch thread behind once its iterators are
     collected."""
     yield
-    if _chute_threads():
+    if chute_threads():
         gc.collect()  # Only when needed: a full collection costs tens of milliseconds.
-    assert _wait_until(lambda: not _chute_threads()), f"leaked threads: {_chute_threads()}"
+    assert wait_until(lambda: not chute_threads()), f"leaked threads: {chute_threads()}"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import mmap
-import os
 
 import numpy as np
 import pytest
@@ -17,41 +16,17 @@ import pytest
 import chute
 from chute_execution import MultiprocessingOptions
 from chute_execution.internal import LEASE_MIN_BYTES
-from chute_execution.testing import FullArray, LengthByBatch
-from chute_sources.internal import SHM_PREFIX, shm_dir
+from chute_execution.testing import FullArray, LengthByBatch, own_slabs
 
 ROW = LEASE_MIN_BYTES // 8  # int64 values per element: one element is leased on its own.
 
 
-def _descends_from_us(pid: int) -> bool:
-    """Whether `pid` is this process or runs under it (False if it is gone)."""
-    while pid > 1:
-        if pid == os.getpid():
-            return True
-        try:
-            with open(f"/proc/{pid}/status") as status:
-                pid = next(int(line.split()[1]) for line in status if line.startswith("PPid:"))
-        except (OSError, StopIteration, ValueError):
-            return False
-    return False
-
-
-def _slabs() -> set[str]:
-    """Slabs that this test run may own: not those of other live programs (e.g. a soak run)."""
-    names = {n for n in os.listdir(shm_dir()) if n.startswith(SHM_PREFIX) and "-slab-" in n}
-    return {
-        n
-        for n in names
-        if _descends_from_us(int(n.split("-")[1])) or not os.path.exists(f"/proc/{n.split('-')[1]}")
-    }
-
-
 @pytest.fixture(autouse=True)
 def no_leaks():
-    before = _slabs()
+    before = own_slabs()
     yield
     gc.collect()
-    assert _slabs() - before == set(), "a test left shared memory behind"
+    assert own_slabs() - before == set(), "a test left shared memory behind"
 
 
 def _dataset(n: int, workers: int, batch: int = 2) -> chute.IterDataset:

@@ -1,0 +1,70 @@
+"""What tests of the execution layer check after each test: no thread, no slab left."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from chute_sources.internal import SHM_PREFIX, shm_dir
+
+__all__ = ["chute_threads", "own_slabs", "wait_until"]
+
+
+def chute_threads() -> list[threading.Thread]:
+    """The live threads of `PrefetchReadIter` and `ThreadPrefetchIter` in this process.
+
+    Example:
+        >>> chute_threads()
+        []
+    """
+    prefixes = ("chute-read", "chute-prefetch")
+    return [thread for thread in threading.enumerate() if thread.name.startswith(prefixes)]
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
+    """Polls `condition` until it holds (True) or `seconds` pass (False): a bound, not a speed.
+
+    Example:
+        >>> wait_until(lambda: True)
+        True
+    """
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def _descends_from_us(pid: int) -> bool:
+    """Whether `pid` is this process or runs under it (False if it is gone)."""
+    while pid > 1:
+        if pid == os.getpid():
+            return True
+        try:
+            with open(f"/proc/{pid}/status") as status:
+                pid = next(int(line.split()[1]) for line in status if line.startswith("PPid:"))
+        except (OSError, StopIteration, ValueError):
+            return False
+    return False
+
+
+def own_slabs() -> set[str]:
+    """The workers' shared-memory slabs this process may own (not other live programs').
+
+    Slabs of this process's workers, and of dead processes; never those of another
+    program that is running (e.g. a soak run beside the tests).
+
+    Example:
+        >>> isinstance(own_slabs(), set)
+        True
+    """
+    names = {n for n in os.listdir(shm_dir()) if n.startswith(SHM_PREFIX) and "-slab-" in n}
+    return {
+        name
+        for name in names
+        if _descends_from_us(int(name.split("-")[1]))
+        or not os.path.exists(f"/proc/{name.split('-')[1]}")
+    }
