@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -35,6 +36,7 @@ class WorkersMixin(Generic[T]):
         worker_init_fn: Callable[[int, int], Any] | None = None,
         *,
         chunk_size: int | None = None,
+        **option_values: Any,
     ) -> IterDataset[T]:
         """Runs the pipeline so far on worker processes; the output does not change.
 
@@ -50,18 +52,27 @@ class WorkersMixin(Generic[T]):
             options: `MultiprocessingOptions(num_workers, per_worker_buffer_size)`.
             worker_init_fn: called as `fn(worker_index, num_workers)` in each worker.
             chunk_size: positions per unit of work; it never changes the elements. By
-                default 64 elements, or 1 when the positions are whole batches (a
+                default 64 elements, whole batches when the workers batch (a `.batch`
+                right after), or 1 when the positions are whole batches (a
                 `MapDataset.batch` before `to_iter_dataset`), and at most 1/16 of a short
                 dataset, so that several workers share it. Never the worker count: a
                 checkpoint counts chunks, so it restores with any number of workers.
+            **option_values: the fields of `MultiprocessingOptions` instead of `options`,
+                e.g. `mp_prefetch(num_workers=2)`.
+
+        Raises:
+            TypeError: `options` is not a `MultiprocessingOptions` (a worker count is
+                given as `num_workers=`), or both it and `option_values` are given.
 
         Example:
             >>> import chute, operator
             >>> ds = chute.MapDataset.range(8).to_iter_dataset().map(operator.neg)
             >>> list(ds.mp_prefetch(chute.MultiprocessingOptions(num_workers=0)))
             [0, -1, -2, -3, -4, -5, -6, -7]
+            >>> list(ds.mp_prefetch(num_workers=0)) == list(ds)
+            True
         """
-        chosen = options if options is not None else MultiprocessingOptions()
+        chosen = _options("mp_prefetch", MultiprocessingOptions, options, option_values)
         if chosen.num_workers:
             add_preload("chute")  # The fork server imports chute once, for every worker.
             warm_up(chosen.start_method)  # Workers will then start in milliseconds.
@@ -73,6 +84,7 @@ class WorkersMixin(Generic[T]):
         worker_init_fn: Callable[[int, int], Any] | None = None,
         *,
         chunk_size: int | None = None,
+        **option_values: Any,
     ) -> IterDataset[T]:
         """Runs the pipeline so far as tasks on a Ray cluster; the output does not change.
 
@@ -89,6 +101,8 @@ class WorkersMixin(Generic[T]):
             worker_init_fn: called as `fn(worker_index, num_workers)` once in each Ray
                 worker process, before its first chunk.
             chunk_size: positions per task, as for `mp_prefetch`.
+            **option_values: the fields of `RayOptions` instead of `options`, e.g.
+                `ray_prefetch(num_workers=8, address="auto")`.
 
         Example:
             >>> import chute, operator
@@ -100,12 +114,7 @@ class WorkersMixin(Generic[T]):
               .map(fn=neg)
               .ray_prefetch(num_workers=2)
         """
-        chosen = options if options is not None else RayOptions()
-        if not isinstance(chosen, RayOptions):
-            raise TypeError(
-                f"ray_prefetch: options must be a chute.RayOptions, got "
-                f"{type(chosen).__name__} {chosen!r}."
-            )
+        chosen = _options("ray_prefetch", RayOptions, options, option_values)
         return self._in_workers("ray_prefetch", chosen, worker_init_fn, chunk_size)
 
     def _in_workers(
@@ -125,3 +134,25 @@ class WorkersMixin(Generic[T]):
         request = plan_request(self._factory, options, worker_init_fn, check_chunk_size(chunk_size))
         item = functools.partial(mp_prefetch_stage, options.num_workers, shown_as=name)
         return IterDataset(MultiprocessFactory(self._factory, request, item), seed=self._seed)
+
+
+def _options(owner: str, kind: type[Any], given: Any, values: dict[str, Any]) -> Any:
+    """`given`, or a `kind` made of `values` (the default one if neither is given)."""
+    if given is not None and values:
+        raise TypeError(
+            f"{owner}: give options={kind.__name__}(...) or its fields as keywords "
+            f"({', '.join(sorted(values))}), not both."
+        )
+    if given is None:
+        try:
+            return kind(**values)
+        except TypeError as error:
+            fields = ", ".join(field.name for field in dataclasses.fields(kind))
+            raise TypeError(f"{owner}: {error}; the fields of {kind.__name__}: {fields}.") from None
+    if not isinstance(given, kind):
+        hint = f" (for a worker count, write {owner}(num_workers={given!r}))"
+        raise TypeError(
+            f"{owner}: options must be a chute.{kind.__name__}, got {type(given).__name__} "
+            f"{given!r}{hint if isinstance(given, int) else ''}."
+        )
+    return given
