@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from chute_sources.internal import SHM_PREFIX, shm_dir
 
-__all__ = ["chute_threads", "own_slabs", "wait_until"]
+__all__ = ["chute_threads", "own_slabs", "slabs_of", "wait_until"]
 
 
 def chute_threads() -> list[threading.Thread]:
@@ -49,6 +49,17 @@ def _descends_from_us(pid: int) -> bool:
         except (OSError, StopIteration, ValueError):
             return False
     return False
+
+
+def slabs_of(pid: int) -> set[str]:
+    """The shared-memory slabs process `pid` made (live or not).
+
+    Example:
+        >>> slabs_of(-1)
+        set()
+    """
+    mine = f"{SHM_PREFIX}{pid}-"
+    return {name for name in os.listdir(shm_dir()) if name.startswith(mine) and "-slab-" in name}
 
 
 def own_slabs() -> set[str]:
