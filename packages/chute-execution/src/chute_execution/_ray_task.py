@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._worker import WorkerFailure, _load
+from ._worker import WorkerFailure, load_plan
 
 __all__ = ["run_chunk"]
 
@@ -35,14 +35,7 @@ def run_chunk(
             import ray
 
             plan_bytes, init_bytes = ray.get(holder[0])
-            if init_bytes is not None:
-                init_fn = _load(init_bytes, "worker_init_fn", worker)
-                try:
-                    init_fn(worker, workers)
-                except BaseException as error:
-                    error.add_note(f"chute: raised by worker_init_fn({worker}, {workers})")
-                    raise
-            plan = _load(plan_bytes, "the pipeline", worker)
+            plan = load_plan(plan_bytes, init_bytes, worker, workers)
             while len(_PLANS) >= _KEEP:
                 _PLANS.pop(next(iter(_PLANS)))
             _PLANS[key] = plan

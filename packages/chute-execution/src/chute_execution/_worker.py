@@ -30,7 +30,7 @@ from chute_sources.internal import remove_own_segments
 from ._shipping import unship
 from ._transport.writer import SlabWriter
 
-__all__ = ["WorkerFailure", "worker_main"]
+__all__ = ["WorkerFailure", "load_plan", "worker_main"]
 
 
 class WorkerFailure:
@@ -176,6 +176,21 @@ def _load(data: bytes, what: str, worker: int) -> Any:
         raise
 
 
+def load_plan(plan_bytes: bytes, init_bytes: bytes | None, worker: int, num_workers: int) -> Any:
+    """Runs the shipped `worker_init_fn` (if any) as worker `worker`, then loads the plan.
+
+    Both failures say which worker and what it could not load or run, in a note.
+    """
+    if init_bytes is not None:
+        init_fn = _load(init_bytes, "worker_init_fn", worker)
+        try:
+            init_fn(worker, num_workers)
+        except BaseException as error:
+            error.add_note(f"chute: raised by worker_init_fn({worker}, {num_workers})")
+            raise
+    return _load(plan_bytes, "the pipeline", worker)
+
+
 def worker_main(
     worker: int,
     connection: Connection,
@@ -202,14 +217,7 @@ def worker_main(
     _exit_cleanly_on_sigterm(writers, exiting)
     _keep_freed_memory()
     try:
-        if init_bytes is not None:
-            init_fn = _load(init_bytes, "worker_init_fn", worker)
-            try:
-                init_fn(worker, num_workers)
-            except BaseException as error:
-                error.add_note(f"chute: raised by worker_init_fn({worker}, {num_workers})")
-                raise
-        plan = _load(plan_bytes, "the pipeline", worker)
+        plan = load_plan(plan_bytes, init_bytes, worker, num_workers)
     except BaseException as error:
         connection.send(("error", -1, -1, WorkerFailure(error, -1, worker)))
         return
