@@ -55,6 +55,26 @@ def image_of(record: dict) -> np.ndarray:
     return record["image"]
 
 
+def write_images(folder: str, count: int) -> list[str]:
+    """`count` random 64x64 RGB images with labels, in two ArrayRecord files."""
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (count, 64, 64, 3), dtype=np.uint8)
+    records = [{"image": images[i], "label": i % 10} for i in range(count)]
+    return write_array_record(records, os.path.join(folder, "img"), num_shards=2)
+
+
+def image_pipeline(paths: list[str]) -> chute.IterDataset:
+    """The image pipeline: shuffle -> decode -> crop/flip -> normalise (not batched)."""
+    return (
+        chute.MapDataset.source(ArrayRecordSource(paths))
+        .shuffle(seed=0)
+        .to_iter_dataset()
+        .map(image_of)
+        .random_map(crop_flip, seed=1)
+        .map(normalise)
+    )
+
+
 class SmallElements:
     """400k integers -> map through 2 workers (elements/s, worker start included; ratio to
     a plain one-process loop doing the same calls)."""
@@ -233,22 +253,8 @@ class ImagePipeline:
 
     def setup(self) -> None:
         self.folder = tempfile.mkdtemp(prefix="chute-bench-img-")
-        rng = np.random.default_rng(0)
-        images = rng.integers(0, 256, (IMAGES, 64, 64, 3), dtype=np.uint8)
-        paths = write_array_record(
-            [{"image": images[i], "label": i % 10} for i in range(IMAGES)],
-            os.path.join(self.folder, "img"),
-            num_shards=2,
-        )
-        self.paths = paths
-        self.pipeline = (
-            chute.MapDataset.source(ArrayRecordSource(paths))
-            .shuffle(seed=0)
-            .to_iter_dataset()
-            .map(image_of)
-            .random_map(crop_flip, seed=1)
-            .map(normalise)
-        )
+        self.paths = write_images(self.folder, IMAGES)
+        self.pipeline = image_pipeline(self.paths)
 
     def teardown(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)

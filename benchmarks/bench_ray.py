@@ -23,13 +23,10 @@ import time
 import timeit
 import warnings
 
-import numpy as np
-
 import chute
-from chute_sources import ArrayRecordSource, write_array_record
 
 from ._timing import median_ratio
-from .bench_execution_workers import crop_flip, image_of, normalise
+from .bench_execution_workers import image_pipeline, write_images
 
 IMAGES = 2048
 BATCH = 128
@@ -65,21 +62,7 @@ class ImagesOnRay:
     def setup(self) -> None:
         self.started = start_ray()
         self.folder = tempfile.mkdtemp(prefix="chute-bench-ray-")
-        rng = np.random.default_rng(0)
-        images = rng.integers(0, 256, (IMAGES, 64, 64, 3), dtype=np.uint8)
-        paths = write_array_record(
-            [{"image": images[i], "label": i % 10} for i in range(IMAGES)],
-            os.path.join(self.folder, "img"),
-            num_shards=2,
-        )
-        self.pipeline = (
-            chute.MapDataset.source(ArrayRecordSource(paths))
-            .shuffle(seed=0)
-            .to_iter_dataset()
-            .map(image_of)
-            .random_map(crop_flip, seed=1)
-            .map(normalise)
-        )
+        self.pipeline = image_pipeline(write_images(self.folder, IMAGES))
         self.on_ray = self.pipeline.ray_prefetch(chute.RayOptions(num_workers=2)).batch(BATCH)
         options = chute.MultiprocessingOptions(num_workers=2)
         self.local = self.pipeline.mp_prefetch(options).batch(BATCH)

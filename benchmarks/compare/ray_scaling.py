@@ -22,38 +22,16 @@ out the network (a 128-image chunk of float32 56x56x3 is 4.8 MB: a 10 Gb/s link 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import tempfile
 import time
 
-import numpy as np
-
 import chute
-from chute_sources import ArrayRecordSource, write_array_record
 
-from ..bench_execution_workers import crop_flip, image_of, normalise
+from ..bench_execution_workers import image_pipeline, write_images
 from ..bench_ray import start_ray
 
 CHUNK = 128
-
-
-def _pipeline(folder: str, images: int) -> chute.IterDataset:
-    rng = np.random.default_rng(0)
-    pixels = rng.integers(0, 256, (images, 64, 64, 3), dtype=np.uint8)
-    paths = write_array_record(
-        [{"image": pixels[i], "label": i % 10} for i in range(images)],
-        os.path.join(folder, "img"),
-        num_shards=2,
-    )
-    return (
-        chute.MapDataset.source(ArrayRecordSource(paths))
-        .shuffle(seed=0)
-        .to_iter_dataset()
-        .map(image_of)
-        .random_map(crop_flip, seed=1)
-        .map(normalise)
-    )
 
 
 def _cpu_and_wall(run) -> tuple[float, float]:
@@ -72,7 +50,7 @@ def main() -> None:
 
     folder = tempfile.mkdtemp(prefix="chute-ray-scaling-")
     try:
-        pipeline = _pipeline(folder, args.images)
+        pipeline = image_pipeline(write_images(folder, args.images))
         chunks = args.images // CHUNK
         local = pipeline.mp_prefetch(chute.MultiprocessingOptions(0), chunk_size=CHUNK)
         list(local.batch(CHUNK))  # Warm: the files are in the page cache.
