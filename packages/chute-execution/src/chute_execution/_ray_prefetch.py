@@ -106,19 +106,16 @@ class _Tasks:
         self.futures: dict[int, tuple[int, Any]] = {}  # chunk -> (generation, reference)
 
     def cancel(self) -> None:
-        """Cancels the tasks in flight and drops their references."""
-        futures, self.futures = self.futures, {}
-        if futures and self.connected:
-            import ray
+        """Drops the references to the tasks in flight: their results are freed.
 
-            for _, reference in futures.values():
-                try:
-                    ray.cancel(reference)
-                except Exception:  # Done already, or the cluster is gone: nothing to cancel.
-                    pass
+        The tasks themselves are not cancelled: in Ray 2.60, `ray.cancel` on a task whose
+        reply is arriving at that moment fails a check that aborts this whole process
+        (seen in CI). At most `num_workers * per_worker_buffer_size` tasks finish unused.
+        """
+        self.futures = {}
 
     def release(self) -> None:
-        """Cancels what is in flight and drops the references to the plan."""
+        """Drops the references to the tasks in flight and to the plan."""
         self.cancel()
         self.plan = None
         self.connected = False
@@ -231,7 +228,7 @@ class RayPrefetchIter(MultiprocessPrefetchIter):
             if options.worker_timeout is not None and now - started > options.worker_timeout:
                 raise WorkerTimeoutError(
                     f"{self._caller}: chunk {chunk} took more than worker_timeout="
-                    f"{options.worker_timeout} s on the Ray cluster; the tasks were cancelled."
+                    f"{options.worker_timeout} s on the Ray cluster; the iterator let go of its tasks."
                 )
             if _reachable(address):
                 last_heard = now
@@ -244,10 +241,10 @@ class RayPrefetchIter(MultiprocessPrefetchIter):
 
     def _restart(self) -> None:
         super()._restart()
-        self._tasks.cancel()  # Their answers would be discarded: do not wait for them.
+        self._tasks.cancel()  # Their answers would be discarded: drop them.
 
     def close(self) -> None:
-        """Cancels the tasks in flight and drops the references it holds in the cluster."""
+        """Drops every reference it holds in the cluster (tasks in flight finish unused)."""
         self._tasks.release()
         super().close()
 
