@@ -228,7 +228,8 @@ class RayPrefetchIter(MultiprocessPrefetchIter):
             if options.worker_timeout is not None and now - started > options.worker_timeout:
                 raise WorkerTimeoutError(
                     f"{self._caller}: chunk {chunk} took more than worker_timeout="
-                    f"{options.worker_timeout} s on the Ray cluster; the iterator let go of its tasks."
+                    f"{options.worker_timeout} s on the Ray cluster; the iterator let go of its "
+                    "tasks."
                 )
             if _reachable(address):
                 last_heard = now
