@@ -5,7 +5,8 @@ budget's skips, errors after the elements before them) with another backend: eac
 chunk is a Ray task (`_ray_task.run_chunk`), at most `num_workers *
 per_worker_buffer_size` in flight. A chunk whose Ray worker dies runs again elsewhere
 (Ray's task retries, up to `max_retries`): it is a pure function of (plan, chunk), so
-nothing is repeated or lost.
+nothing is repeated or lost. Tasks no longer wanted (the iterator closed, restored or
+raised) are cancelled through the driver's board (`_ray_board`), not `ray.cancel`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 import warnings
 import weakref
 from collections.abc import Callable
@@ -27,6 +29,7 @@ from chute_sources import ChuteError
 
 from ._chunk_plan import ChunkPlan, ChunkResult
 from ._mp_prefetch import MultiprocessPrefetchIter
+from ._ray_board import CLOSED, Board
 from ._ray_options import RayOptions
 from ._worker_pool import WorkerDiedError, WorkerTimeoutError
 
@@ -48,9 +51,14 @@ class _Cluster:
         self.lock = threading.Lock()
         self.ours = False  # Whether chute called ray.init (so it calls ray.shutdown).
         self.remote: Any = None  # `run_chunk` as a Ray remote function.
+        self.board: tuple[Any, Any] | None = None  # (job id, this driver's `Board` actor)
 
-    def connect(self, options: RayOptions) -> Any:
-        """Joins or starts the cluster if this process has none; `run_chunk`, remote."""
+    def connect(self, options: RayOptions) -> tuple[Any, Any]:
+        """Joins or starts the cluster if this process has none; `run_chunk` and the board.
+
+        The board is made once per connection (a Ray job): an actor owned by this
+        process, reserving no CPU, gone with it.
+        """
         import ray
 
         with self.lock:
@@ -80,7 +88,11 @@ class _Cluster:
                 from ._ray_task import run_chunk
 
                 self.remote = ray.remote(run_chunk)
-            return self.remote
+            job = ray.get_runtime_context().get_job_id()
+            if self.board is None or self.board[0] != job:
+                actor = ray.remote(Board).options(num_cpus=0, max_restarts=-1)
+                self.board = (job, actor.remote())
+            return self.remote, self.board[1]
 
     def stop(self) -> None:
         """Stops (or leaves) the cluster chute started (or joined); never the user's."""
@@ -91,6 +103,7 @@ class _Cluster:
                 ray.shutdown()
             self.ours = False
             self.remote = None
+            self.board = None
 
 
 CLUSTER = _Cluster()
@@ -100,23 +113,31 @@ class _Tasks:
     """The Ray side of one iterator: its shipped plan and its tasks in flight."""
 
     def __init__(self) -> None:
+        self.token = uuid.uuid4().hex  # This iterator, to the board.
         self.connected = False
         self.remote: Any = None
+        self.board: Any = None
         self.plan: tuple[str, list[Any]] | None = None  # (key, [reference to the bytes])
         self.futures: dict[int, tuple[int, Any]] = {}  # chunk -> (generation, reference)
 
-    def cancel(self) -> None:
-        """Drops the references to the tasks in flight: their results are freed.
+    def cancel(self, below: int) -> None:
+        """Cancels the tasks of a generation below `below` and drops their references.
 
-        The tasks themselves are not cancelled: in Ray 2.60, `ray.cancel` on a task whose
-        reply is arriving at that moment fails a check that aborts this whole process
-        (seen in CI). At most `num_workers * per_worker_buffer_size` tasks finish unused.
+        Tasks not yet started return without running (the board says so); a running
+        one finishes its chunk, and its result is freed unread. Never `ray.cancel`: see
+        `_ray_board`.
         """
+        if self.board is not None and self.futures:
+            import ray
+
+            if ray.is_initialized():  # Not after the connection ended (at exit).
+                self.board.withdraw.remote(self.token, below)
         self.futures = {}
 
     def release(self) -> None:
-        """Drops the references to the tasks in flight and to the plan."""
-        self.cancel()
+        """Cancels every task in flight and drops the references to them and the plan."""
+        self.cancel(CLOSED)
+        self.token = uuid.uuid4().hex  # Used again, the iterator's new tasks are wanted.
         self.plan = None
         self.connected = False
 
@@ -185,6 +206,9 @@ class RayPrefetchIter(MultiprocessPrefetchIter):
         if kind == "error":
             self._restart()
             raise self._rebuild(payload)
+        if kind == "cancelled":  # Only tasks this iterator no longer waits for are.
+            self.close()
+            raise ChuteError(f"{self._caller}: chunk {chunk} was cancelled while wanted")
         result: ChunkResult = payload
         return result
 
@@ -193,7 +217,7 @@ class RayPrefetchIter(MultiprocessPrefetchIter):
         if not tasks.connected:
             import ray
 
-            tasks.remote = CLUSTER.connect(self._ray_options)
+            tasks.remote, tasks.board = CLUSTER.connect(self._ray_options)
             tasks.connected = True
             assert self._shipped is not None
             key = hashlib.blake2b(self._shipped[0], digest_size=16).hexdigest()
@@ -208,8 +232,9 @@ class RayPrefetchIter(MultiprocessPrefetchIter):
             num_cpus=options.num_cpus, max_retries=options.max_retries, retry_exceptions=False
         )
         workers = options.num_workers
+        wanted = (tasks.board, tasks.token, self._generation)
         reference = remote.remote(
-            key, holder, chunk, self.replay_for(chunk), chunk % workers, workers
+            key, holder, chunk, self.replay_for(chunk), chunk % workers, workers, wanted
         )
         tasks.futures[chunk] = (self._generation, reference)
 
@@ -242,10 +267,10 @@ class RayPrefetchIter(MultiprocessPrefetchIter):
 
     def _restart(self) -> None:
         super()._restart()
-        self._tasks.cancel()  # Their answers would be discarded: drop them.
+        self._tasks.cancel(self._generation)  # Their answers would be discarded.
 
     def close(self) -> None:
-        """Drops every reference it holds in the cluster (tasks in flight finish unused)."""
+        """Cancels its tasks in flight and drops every reference it holds in the cluster."""
         self._tasks.release()
         super().close()
 

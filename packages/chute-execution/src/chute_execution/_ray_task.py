@@ -5,13 +5,16 @@ bytes (inside a list, so Ray does not fetch them for every task), and each worke
 process keeps the loaded plan under its key. The result travels back through Ray's
 object store: array outputs are serialised out of band, so the consumer reads them in
 place, without a copy. An exception comes back as a `WorkerFailure` (its type, notes,
-traceback and how many outputs came before it), never as a Ray error.
+traceback and how many outputs came before it), never as a Ray error. A task whose
+iterator no longer wants it (closed, restored, or past an error: see `_ray_board`)
+returns `("cancelled", None)` without running its chunk.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ._ray_board import still_wanted
 from ._worker import WorkerFailure, load_plan
 
 __all__ = ["run_chunk"]
@@ -22,13 +25,23 @@ _KEEP = 4
 
 
 def run_chunk(
-    key: str, holder: list[Any], chunk: int, replay: tuple[Any, ...], worker: int, workers: int
+    key: str,
+    holder: list[Any],
+    chunk: int,
+    replay: tuple[Any, ...],
+    worker: int,
+    workers: int,
+    wanted: tuple[Any, str, int],
 ) -> tuple[str, Any]:
     """Runs `chunk` of the plan `key` (shipped in `holder[0]`); `("ok", result)` or an error.
 
     `worker` is the chunk's worker index (`chunk % workers`): `worker_init_fn` is called
     with it once, in each Ray worker process, before the first chunk of the plan there.
+    `wanted` is `(board, token, generation)`: the chunk runs only if the board still
+    wants that generation of the iterator `token`'s tasks.
     """
+    if not still_wanted(*wanted):
+        return "cancelled", None
     try:
         plan = _PLANS.get(key)
         if plan is None:

@@ -256,6 +256,60 @@ def test_arrays_are_read_in_place_and_tasks_in_flight_are_bounded():
     assert it.get_state() == {"chunk": 7, "offset": 3}  # Closing keeps the position.
 
 
+class RecordEach:
+    """Writes a file named after each element it sees (in the Ray worker), then waits."""
+
+    def __init__(self, folder, seconds):
+        self.folder, self.seconds = folder, seconds
+
+    def __call__(self, x):
+        with open(os.path.join(self.folder, str(x)), "w"):
+            pass
+        time.sleep(self.seconds)
+        return x
+
+
+def _quiet(folder):
+    """The names in `folder` once no new one has appeared for two seconds."""
+    seen = set(os.listdir(folder))
+    while True:
+        time.sleep(2)
+        now = set(os.listdir(folder))
+        if now == seen:
+            return seen
+        seen = now
+
+
+@pytest.mark.parametrize("end", ["close", "drop"])
+def test_closing_or_dropping_cancels_the_tasks_not_yet_started(tmp_path, end):
+    folder = str(tmp_path)
+    ds = chute.MapDataset.range(200).to_iter_dataset().map(RecordEach(folder, 0.2))
+    it = iter(ds.ray_prefetch(_ray(2, per_worker_buffer_size=4), chunk_size=2))
+    assert [next(it), next(it)] == [0, 1]  # Chunk 0; chunks 1..7 are in flight.
+    assert len(it._tasks.futures) == 7
+    if end == "close":
+        it.close()
+    else:
+        del it
+    started = {int(name) // 2 for name in _quiet(folder)}
+    # Chunk 0, one running chunk per worker, and at most one more per worker (started
+    # before its worker's answer from the board grew stale): not the 8 submitted.
+    assert 0 in started
+    assert len(started) <= 1 + 2 * 2, sorted(started)
+
+
+def test_closing_at_any_moment_leaves_the_driver_and_the_stream_intact():
+    ds = chute.MapDataset.range(64).seed(1).shuffle().to_iter_dataset().map(_vector)
+    rng = np.random.default_rng(0)
+    for _ in range(30):  # Replies arrive while the tasks are being cancelled.
+        it = iter(ds.ray_prefetch(_ray(2, per_worker_buffer_size=3), chunk_size=1))
+        for _ in range(int(rng.integers(0, 6))):
+            next(it)
+        it.close()
+    got = list(ds.ray_prefetch(_ray(2), chunk_size=3))
+    assert_trees_equal(got, list(ds))
+
+
 _CHILD = textwrap.dedent(
     """
     import json, sys, ray, chute
