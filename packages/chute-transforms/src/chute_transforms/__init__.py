@@ -53,6 +53,7 @@ from ._map_structure_ops import BatchMap as BatchMap
 from ._map_structure_ops import FlatMapMap as FlatMapMap
 from ._packing import PackedRow as PackedRow
 from ._skip_errors import SkipErrorsIter as SkipErrorsIter
+from ._tokenize import Tokenize as Tokenize
 from ._transforms import BatchTransform as BatchTransform
 from ._transforms import FilterTransform as FilterTransform
 from ._transforms import FlatMapTransform as FlatMapTransform
@@ -89,6 +90,7 @@ __all__ = [
     "RandomMapMap",
     "RandomMapTransform",
     "SkipErrorsIter",
+    "Tokenize",
     "TransformTypeError",
     "UnbatchIter",
     "as_filter_fn",

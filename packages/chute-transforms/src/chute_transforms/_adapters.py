@@ -28,9 +28,11 @@ from ._transforms import (
 __all__ = [
     "as_filter_fn",
     "as_flat_map_fn",
+    "as_many_fn",
     "as_map_fn",
     "as_map_with_index_fn",
     "as_random_map_fn",
+    "many_or_none",
 ]
 
 T = TypeVar("T")
@@ -104,6 +106,50 @@ def as_map_fn(transform: MapTransform[T, U] | Callable[[T], U]) -> Callable[[T],
     if isinstance(transform, MapTransform):
         return transform.map
     return transform
+
+
+def as_many_fn(transform: object) -> Callable[[list[Any]], list[Any]] | None:
+    """`transform.map_many` if its class overrides `MapTransform.map_many`, else None.
+
+    Example:
+        >>> class Upper(MapTransform[str, str]):
+        ...     def map(self, element):
+        ...         return element.upper()
+        ...
+        ...     def map_many(self, elements):
+        ...         return [e.upper() for e in elements]
+        >>> as_many_fn(Upper())(["a", "b"]), as_many_fn(abs)
+        (['A', 'B'], None)
+    """
+    if not isinstance(transform, MapTransform):
+        return None
+    if type(transform).map_many is MapTransform.map_many:
+        return None
+    return transform.map_many
+
+
+def many_or_none(
+    fn_many: Callable[[list[Any]], list[Any]], shown: str, elements: list[Any] | None
+) -> list[Any] | None:
+    """`fn_many(elements)` as a list, or None if it raised (or was given None).
+
+    `shown` names the map in the error below.
+
+    Raises:
+        ValueError: it returned another number of outputs than it was given elements.
+    """
+    if elements is None:
+        return None
+    try:
+        mapped = list(fn_many(elements))
+    except Exception:
+        return None
+    if len(mapped) != len(elements):
+        raise ValueError(  # The one error not retried one by one: it is the map's.
+            f"map({shown}): map_many returned {len(mapped)} outputs for {len(elements)} "
+            "elements; it must return one output per element, in order."
+        )
+    return mapped
 
 
 def as_map_with_index_fn(

@@ -27,7 +27,14 @@ from chute_samplers import (
 )
 from chute_sources import DROPPED, RandomAccessDataSource
 
-from ._adapters import as_filter_fn, as_map_fn, as_map_with_index_fn, as_random_map_fn
+from ._adapters import (
+    as_filter_fn,
+    as_many_fn,
+    as_map_fn,
+    as_map_with_index_fn,
+    as_random_map_fn,
+    many_or_none,
+)
 from ._stage_errors import annotate
 
 __all__ = [
@@ -119,10 +126,15 @@ class MapMap(_ElementOp[U]):
     def __init__(self, parent: RandomAccessDataSource[Any], fn: Callable[[Any], U] | Any) -> None:
         super().__init__(parent, fn)
         self._fn = as_map_fn(fn)
+        self._many = as_many_fn(fn)
 
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[U]:
         fn = self._fn
         elements = fetch(self._parent, positions, epochs)  # Read errors are not this op's.
+        if self._many is not None and not self._parent_may_drop and len(elements) > 1:
+            batched = many_or_none(self._many, self._fn_shown, elements)
+            if batched is not None:
+                return batched  # Else mapped one by one below, which raises the error.
         remaining = iter(elements)
         try:
             if self._parent_may_drop:

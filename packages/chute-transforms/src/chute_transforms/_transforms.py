@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -54,6 +54,17 @@ class MapTransform(abc.ABC, Generic[T, U]):
     @abc.abstractmethod
     def map(self, element: T) -> U:
         """Returns the transformed element."""
+
+    def map_many(self, elements: Sequence[T]) -> list[U]:
+        """Returns `[self.map(e) for e in elements]`: override it with a batched version.
+
+        chute calls it where it holds several elements at once (a worker's chunk, a
+        random-access read of several positions) if a subclass overrides it, e.g. to
+        encode many texts in one call that releases the GIL. It must return exactly
+        what `map` returns for each element, in order. If it raises, chute maps the
+        elements one by one with `map` instead, so an error names its element.
+        """
+        return [self.map(element) for element in elements]
 
 
 class MapWithIndexTransform(abc.ABC, Generic[T, U]):

@@ -59,6 +59,7 @@ from chute_transforms import FlatMapTransform as FlatMapTransform
 from chute_transforms import MapTransform as MapTransform
 from chute_transforms import MapWithIndexTransform as MapWithIndexTransform
 from chute_transforms import RandomMapTransform as RandomMapTransform
+from chute_transforms import Tokenize as Tokenize
 from chute_transforms import batch_elements as batch_elements
 
 from . import checkpoint as checkpoint
@@ -177,6 +178,7 @@ __all__ = [
     "SkippedElement",
     "SourceFileError",
     "SourceFileNotFoundError",
+    "Tokenize",
     "WorkerDiedError",
     "WorkerError",
     "WorkerTimeoutError",
