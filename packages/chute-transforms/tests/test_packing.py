@@ -1,4 +1,4 @@
-"""FirstFitPackIter and ConcatSplitIter: rows, segment ids, positions, efficiency, resume."""
+"""First-fit, best-fit and concat-split packing: rows, segment ids, positions, resume."""
 
 import json
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from chute_sources import InvalidStateError
 from chute_sources.testing import assert_resumes, assert_trees_equal
-from chute_transforms import ConcatSplitIter, FirstFitPackIter, PackingError
+from chute_transforms import BestFitPackIter, ConcatSplitIter, FirstFitPackIter, PackingError
 from chute_transforms.testing import ListIterator
 
 
@@ -40,16 +40,25 @@ def _segments(row, key):
 
 
 _lengths = st.lists(st.integers(0, 12), max_size=14)
+_most = st.none() | st.integers(1, 4)
+BIN_PACKERS = [FirstFitPackIter, BestFitPackIter]
 
 
+@pytest.mark.parametrize("packer", BIN_PACKERS)
 @settings(max_examples=60, deadline=None)
-@given(_lengths, st.integers(1, 9), st.integers(1, 4))
-def test_first_fit_keeps_every_token_in_order_within_its_segment(lengths, length, bins):
+@given(lengths=_lengths, length=st.integers(1, 9), bins=st.integers(1, 4), most=_most)
+def test_bin_packing_keeps_every_token_in_order_within_its_segment(
+    packer, lengths, length, bins, most
+):
     docs = _docs(lengths)
-    rows = list(FirstFitPackIter(ListIterator(docs), length, bins))
+    it = packer(ListIterator(docs), length, bins, max_sequences_per_bin=most)
+    rows = list(it)
     segments = [segment for row in rows for segment in _segments(row, "t")]
     expected = [doc["t"][:length] for doc in docs if len(doc["t"])]
     assert all(len(row["t"]) == length for row in rows)
+    assert all(len(_segments(row, "t")) <= (most or length) for row in rows)
+    assert it.tokens_emitted == sum(len(doc) for doc in expected)
+    assert it.slots_emitted == len(rows) * length
     # Every non-empty document appears exactly once, truncated to the row length.
     by_doc = {int(s[0]) // 1000: s for s in segments}
     assert len(by_doc) == len(segments) == len(expected)
@@ -61,10 +70,29 @@ def test_first_fit_keeps_every_token_in_order_within_its_segment(lengths, length
         assert firsts == sorted(firsts)
 
 
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), length=st.integers(1, 9), bins=st.integers(1, 4), most=_most)
+def test_best_fit_without_truncation_places_every_token_exactly_once(data, length, bins, most):
+    lengths = data.draw(st.lists(st.integers(0, length), max_size=20))
+    docs = _docs(lengths)
+    rows = list(BestFitPackIter(ListIterator(docs), length, bins, max_sequences_per_bin=most))
+    placed = [int(v) for row in rows for v in row["t"][row["t_segment_ids"] > 0]]
+    assert sorted(placed) == sorted(int(v) for doc in docs for v in doc["t"])
+    for row in rows:  # Each segment is one whole document, numbered 1, 2, ... in order.
+        segments = _segments(row, "t")
+        assert [len(s) for s in segments] == [lengths[int(s[0]) // 1000 - 1] for s in segments]
+        ids = row["t_segment_ids"]
+        assert sorted(set(ids[ids > 0].tolist())) == list(range(1, len(segments) + 1))
+
+
+@pytest.mark.parametrize("packer", BIN_PACKERS)
 @settings(max_examples=25, deadline=None)
-@given(_lengths, st.integers(1, 9), st.integers(1, 3))
-def test_first_fit_resumes_at_every_position(lengths, length, bins):
-    assert_resumes(lambda: FirstFitPackIter(ListIterator(_docs(lengths)), length, bins))
+@given(lengths=_lengths, length=st.integers(1, 9), bins=st.integers(1, 3), most=_most)
+def test_bin_packing_resumes_at_every_position(packer, lengths, length, bins, most):
+    def make():
+        return packer(ListIterator(_docs(lengths)), length, bins, max_sequences_per_bin=most)
+
+    assert_resumes(make)
 
 
 def test_first_fit_emits_full_rows_at_once_and_the_oldest_row_when_nothing_fits():
@@ -178,21 +206,37 @@ def test_concat_split_state_holds_a_token_offset_not_tokens():
 @pytest.mark.parametrize(
     ("element", "message"),
     [
-        (np.arange(3), "dicts of 1-D arrays"),
-        ({"t": np.zeros((2, 2), np.int32)}, r"element\['t'\] must be a 1-D array"),
-        ({"u": np.zeros(2, np.int32)}, r"missing \['t'\], extra \['u'\]"),
-        ({"t": np.zeros(2, np.float64)}, r"dtypes \['float64', 'int32'\] under 't'"),
+        (np.arange(3), "packing needs elements that are dicts of 1-D arrays"),
+        (
+            {"t": np.zeros((2, 2), np.int32)},
+            r"element\['t'\] must be a 1-D array of numbers, got dtype int32 with shape \(2, 2\)",
+        ),
+        ({"t": np.array(["a"], object)}, r"element\['t'\] must be a 1-D array of numbers"),
+        (
+            {"u": np.zeros(2, np.int32)},
+            r"element has keys \['u'\] .* \(missing \['t'\], extra \['u'\]\)",
+        ),
+        (
+            {"t": np.zeros(2, np.float64)},
+            r"the elements packed into one row have dtypes \['float64', 'int32'\] under 't'",
+        ),
     ],
 )
-def test_first_fit_rejects_bad_elements_clearly(element, message):
+@pytest.mark.parametrize("packer", BIN_PACKERS)
+def test_bin_packing_rejects_bad_elements_clearly(packer, element, message):
     docs = [{"t": np.ones(2, np.int32)}, element]
-    with pytest.raises(PackingError, match=message):
-        list(FirstFitPackIter(ListIterator(docs), 8, 2))
+    name = packer.__name__
+    with pytest.raises(PackingError, match=rf"^{name}\(length=8, num_packing_bins=2\): {message}"):
+        list(packer(ListIterator(docs), 8, 2))
 
 
 def test_a_bad_element_is_not_consumed_so_the_state_stays_consistent():
     docs = [{"t": np.ones(2, np.int32)}, {"t": np.ones((1, 1), np.int32)}]
-    for it in (FirstFitPackIter(ListIterator(docs), 8, 2), ConcatSplitIter(ListIterator(docs), 1)):
+    for it in (
+        FirstFitPackIter(ListIterator(docs), 8, 2),
+        BestFitPackIter(ListIterator(docs), 8, 2),
+        ConcatSplitIter(ListIterator(docs), 1),
+    ):
         with pytest.raises(PackingError):
             list(it)
         state = it.get_state()
@@ -222,9 +266,20 @@ def test_packers_reject_colliding_output_keys_and_unaligned_keys():
         {"parent": {"index": 0}, "read": -1, "bins": []},
     ],
 )
-def test_first_fit_rejects_malformed_states(state):
+@pytest.mark.parametrize("packer", BIN_PACKERS)
+def test_bin_packing_rejects_malformed_states(packer, state):
     with pytest.raises(InvalidStateError):
-        FirstFitPackIter(ListIterator(_docs([1, 1, 1])), 4, 2).set_state(state)
+        packer(ListIterator(_docs([1, 1, 1])), 4, 2).set_state(state)
+
+
+@pytest.mark.parametrize("packer", BIN_PACKERS)
+def test_a_state_with_more_elements_in_a_row_than_allowed_is_refused(packer):
+    it = packer(ListIterator(_docs([1, 1, 1])), 4, 2, max_sequences_per_bin=2)
+    state = {"parent": {"index": 0}, "read": 3, "bins": [[0, 1, 2]]}
+    with pytest.raises(InvalidStateError, match=r"elements < read = 3, at most 2 each\.$"):
+        it.set_state(state)
+    it.set_state({"parent": {"index": 0}, "read": 3, "bins": [[0, 1], [2]]})
+    assert [len(_segments(row, "t")) for row in it] == [2, 1]
 
 
 def test_states_that_do_not_match_the_data_fail_at_next_and_stay_restorable():
@@ -244,6 +299,22 @@ def test_states_that_do_not_match_the_data_fail_at_next_and_stay_restorable():
         next(split)
     with pytest.raises(InvalidStateError):
         split.set_state({"parent": {"index": 0}, "skip": 1, "read": 0})
+
+
+@pytest.mark.parametrize("packer", BIN_PACKERS)
+def test_bin_packer_options_are_validated(packer):
+    name = packer.__name__
+    with pytest.raises(ValueError, match=f"^{name}: num_packing_bins must be "):
+        packer(ListIterator([]), 4, 0)
+    with pytest.raises(ValueError, match=f"^{name}: max_sequences_per_bin must be "):
+        packer(ListIterator([]), 4, 1, max_sequences_per_bin=0)
+    with pytest.raises(TypeError, match=f"^{name}: max_sequences_per_bin must be an int"):
+        packer(ListIterator([]), 4, 1, max_sequences_per_bin=1.5)
+    with pytest.raises(ValueError, match=f"^{name}: length must name at least one key"):
+        packer(ListIterator([]), {}, 1)
+    assert repr(packer(ListIterator([]), {"t": 4}, 3, max_sequences_per_bin=2)) == (
+        f"{name}(length={{'t': 4}}, num_packing_bins=3, max_sequences_per_bin=2)"
+    )
 
 
 def test_packer_options_are_validated():

@@ -44,6 +44,17 @@ INTEGER_ARGUMENTS: list[tuple[str, str, int, int, Callable[[Any], Any]]] = [
     ("flat_map", "max_fan_out", 1, 2**40, lambda v: _M.flat_map(lambda x: [x], max_fan_out=v)),
     ("IterDataset.batch", "batch_size", 1, 2**62, lambda v: _I.batch(v)),
     ("IterDataset.window_shuffle", "window_size", 1, 2**62, lambda v: _I.window_shuffle(v, 0)),
+    ("IterDataset.pack", "length", 1, 2**62, lambda v: _I.pack(v)),
+    ("IterDataset.pack", "length", 1, 2**62, lambda v: _I.pack(v, method="concat_split")),
+    ("IterDataset.pack", "length['t']", 1, 2**62, lambda v: _I.pack({"t": v})),
+    ("IterDataset.pack", "num_packing_bins", 1, 2**62, lambda v: _I.pack(8, num_packing_bins=v)),
+    (
+        "IterDataset.pack",
+        "max_sequences_per_bin",
+        1,
+        2**62,
+        lambda v: _I.pack(8, method="best_fit", max_sequences_per_bin=v),
+    ),
     ("IterDataset.interleave", "cycle_length", 1, 2**62, lambda v: IterDataset.interleave([_I], v)),
     ("IterDataset.prefetch", "buffer_size", 0, 2**62, lambda v: _I.prefetch(v)),
     ("IterDataset.mp_prefetch", "chunk_size", 1, 2**62, lambda v: _I.mp_prefetch(chunk_size=v)),
@@ -87,7 +98,15 @@ def _refused(declare: Callable[[Any], Any], value: object, kind: type[Exception]
 def test_a_non_integer_argument_is_refused_naming_the_method_and_argument(
     owner, name, low, high, declare, value
 ):
-    if value is None and name in {"seed", "num_epochs", "chunk_size", "shard_count", "max_fan_out"}:
+    if value is None and name in {
+        "seed",
+        "num_epochs",
+        "chunk_size",
+        "shard_count",
+        "max_fan_out",
+        "num_packing_bins",
+        "max_sequences_per_bin",
+    }:
         return  # None means something there (no seed, endless, default, ShardOptions).
     message = _refused(declare, value, chute.ArgumentTypeError)
     assert message == f"{owner}: {name} must be an int, got {type(value).__name__} {value!r}."

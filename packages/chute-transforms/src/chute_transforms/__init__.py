@@ -33,6 +33,7 @@ from ._batch_slices import concat_batches as concat_batches
 from ._batch_slices import slice_batch as slice_batch
 from ._batch_tree import pad_batch as pad_batch
 from ._batch_tree import unbatch_elements as unbatch_elements
+from ._best_fit import BestFitPackIter as BestFitPackIter
 from ._concat_split import ConcatSplitIter as ConcatSplitIter
 from ._errors import BatchError as BatchError
 from ._errors import PackingError as PackingError
@@ -67,6 +68,7 @@ __all__ = [
     "BatchIter",
     "BatchMap",
     "BatchTransform",
+    "BestFitPackIter",
     "ConcatSplitIter",
     "FilterIter",
     "FilterMap",

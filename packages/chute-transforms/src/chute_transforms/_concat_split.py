@@ -14,7 +14,14 @@ from chute_sources import CheckpointableIterator, InvalidStateError, IteratorSta
 from chute_sources.internal import state_dict, state_int, state_parent
 
 from ._errors import PackingError
-from ._packing import PackedRow, build_row, check_length, output_keys, read_sequences
+from ._packing import (
+    PackedRow,
+    PaddingCounts,
+    build_row,
+    check_length,
+    output_keys,
+    read_sequences,
+)
 
 __all__ = ["ConcatSplitIter"]
 
@@ -30,7 +37,7 @@ class _Piece:
     offset: int = 0  # Tokens already emitted.
 
 
-class ConcatSplitIter(IterNode[PackedRow]):
+class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
     """Concatenates all sequences and cuts the stream into rows of exactly `length`.
 
     No token is dropped or padded except in the last row, which is padded with 0
@@ -48,7 +55,8 @@ class ConcatSplitIter(IterNode[PackedRow]):
     element read. Not thread-safe.
 
     The `origin` of a row is the origin of the first element with tokens in it (which
-    may have begun in the row before).
+    may have begun in the row before). `padding_fraction` (with `tokens_emitted` and
+    `slots_emitted`) says how much of the rows returned so far is padding.
 
     Args:
         parent: dicts of 1-D arrays (lists are converted with `np.asarray`).
@@ -134,6 +142,7 @@ class ConcatSplitIter(IterNode[PackedRow]):
             pieces.popleft()
         self._pending -= take
         self._origin = origin
+        self._count_row(take * len(self._keys), length * len(self._keys))
         return build_row(self, self._keys, segments, [length] * len(self._keys))
 
     def _read(self) -> bool:

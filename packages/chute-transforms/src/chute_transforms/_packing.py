@@ -1,4 +1,4 @@
-"""What both packers share: reading an element as 1-D sequences, and building a row.
+"""What the packers share: reading an element as 1-D sequences, building a row, counting.
 
 A packed row is a dict with, for every packed key `k`: `k` (the tokens, padded with 0
 to the row length, in the elements' dtype), `k_segment_ids` (int32: 1 for the first
@@ -20,12 +20,50 @@ from chute_sources.internal import check_int
 
 from ._errors import PackingError
 
-__all__ = ["PackedRow", "build_row", "check_length", "output_keys", "read_sequences"]
+__all__ = [
+    "PackedRow",
+    "PaddingCounts",
+    "build_row",
+    "check_length",
+    "output_keys",
+    "read_sequences",
+]
 
 PackedRow = dict[str, npt.NDArray[Any]]
 """One packed row: tokens, `<key>_segment_ids` and `<key>_positions` per packed key."""
 
 SUFFIXES = ("_segment_ids", "_positions")
+
+
+class PaddingCounts:
+    """How full the rows a packer returned are: token slots filled, and padding.
+
+    Counts every row this iterator object returned, across `set_state` (the counts are
+    not part of the state: a restored iterator counts from 0). Summed over all keys.
+    """
+
+    _tokens_emitted = 0
+    _slots_emitted = 0
+
+    @property
+    def tokens_emitted(self) -> int:
+        """Tokens (non-padding slots) in the rows returned so far."""
+        return self._tokens_emitted
+
+    @property
+    def slots_emitted(self) -> int:
+        """Slots (tokens and padding) in the rows returned so far."""
+        return self._slots_emitted
+
+    @property
+    def padding_fraction(self) -> float:
+        """The fraction of the returned rows' slots that are padding (0.0 before any row)."""
+        slots = self._slots_emitted
+        return 0.0 if not slots else (slots - self._tokens_emitted) / slots
+
+    def _count_row(self, tokens: int, slots: int) -> None:
+        self._tokens_emitted += tokens
+        self._slots_emitted += slots
 
 
 def check_length(owner: str, name: str, value: object) -> int:

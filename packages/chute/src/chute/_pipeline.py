@@ -76,6 +76,9 @@ _FLUENT_OPS = {
         performance=frozenset({"device", "cpu_buffer_size", "device_buffer_size", "lockstep"}),
     ),
     "skip_errors": StageTraits(records_skips=True),
+    # Packing reads a variable number of elements per row: not element-wise, positions
+    # not kept, and no `groups` parameter (that is a fixed count, for random access).
+    "pack": StageTraits(),
 }
 for _op, _traits in _FLUENT_OPS.items():
     declare_stage(_op, _traits)
