@@ -90,3 +90,66 @@ def test_demo_resumes_exactly(tmp_path: Path) -> None:
     # The resumed run logged every step from its checkpoint to the end.
     log = (work / "preempted" / "log.jsonl").read_text().splitlines()
     assert len(log) == killed + 60 - restored
+
+
+# One row of the text demo's table: label, first step after, steps/s, tokens/s, input
+# wait, held-out loss.
+_TEXT_ROW = re.compile(
+    r"^\| (uninterrupted|resumed) \| (\d+\.\d) s \| (\d+) \| ([\d,]+) \| (\d+\.\d)% \| "
+    r"(\d+\.\d\d) \|$"
+)
+
+
+@pytest.mark.slow
+def test_text_demo_resumes_exactly(tmp_path: Path) -> None:
+    command = ["demo", "--text", "--steps", "40", "--save-every", "10", "--dir", "text"]
+    done = subprocess.run(
+        [sys.executable, "-m", "chute", *command],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    work = tmp_path / "text"
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"chute demo --text, in {work}"
+    assert re.fullmatch(
+        r"  data: the standard library's docstrings -> \d+ training texts, \d+ tokens "
+        r"\(median \d+ a text\), a byte-level BPE tokenizer of 1024 tokens trained on them",
+        lines[1],
+    ), lines[1]
+    assert lines[2] == (
+        "  pipeline: global shuffle per epoch -> tokenize (2 worker processes) -> best-fit "
+        "packing into rows of 128 -> batch(16) -> device prefetch"
+    )
+    # Killed at step 27 (between the checkpoints of 20 and 30), or a step or so past it.
+    preempted = re.fullmatch(
+        r"preempted at step (2[789]|3[01]); the new process restored the checkpoint of step "
+        r"(10|20|30) and replayed (\d+) steps",
+        lines[5],
+    )
+    assert preempted, lines[5]
+    killed, restored = int(preempted.group(1)), int(preempted.group(2))
+    assert lines[6] == (
+        f"run 2 vs run 1, step by step over {killed + 40 - restored} logged steps: batches "
+        "and losses identical"
+    )
+    table = lines.index(
+        "| run | first step after | then steps/s | tokens/s | input wait | held-out loss |"
+    )
+    rows = [_TEXT_ROW.fullmatch(line) for line in lines[table + 2 : table + 4]]
+    assert all(rows), lines[table + 2 : table + 4]
+    figures = {row[1]: row.groups()[1:] for row in rows if row}
+    assert list(figures) == ["uninterrupted", "resumed"]
+    for _, steps_per_s, tokens_per_s, wait, loss in figures.values():
+        assert int(steps_per_s) > 0 and int(tokens_per_s.replace(",", "")) > 0
+        assert 0 <= float(wait) < 100
+        assert 0 < float(loss) < 6.93  # Below a uniform guess over 1024 tokens (ln 1024).
+    assert figures["uninterrupted"][4] == figures["resumed"][4]  # The same model.
+    padding = re.fullmatch(
+        r"padding: (\d+\.\d)% of the packed rows' tokens \(one epoch\)", lines[table + 4]
+    )
+    assert padding and float(padding.group(1)) < 10, lines[table + 4]
+    assert lines[-1] == f"loss curves: {work / 'loss.png'}"
+    assert (work / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

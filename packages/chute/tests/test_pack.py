@@ -77,6 +77,17 @@ def test_the_iterator_reports_its_padding_also_with_stats():
     names = [stage.name for stage in it.stats().stages]
     assert names[-1] == "pack(length=64, method='best_fit', num_packing_bins=3)"
     assert it.stats().stages[-1].elements == len(rows)
+    assert it.stats().stages[-1].padding == 0.025
+
+
+def test_stats_report_the_padding_of_a_pack_stage_before_a_batch():
+    ds = _documents().pack(64, method="best_fit", num_packing_bins=3).batch(4)
+    it = ds.iter(stats=True)
+    list(it)
+    stats = it.stats()
+    padded = [(stage.name, stage.padding) for stage in stats.stages if stage.padding is not None]
+    assert padded == [("pack(length=64, method='best_fit', num_packing_bins=3)", 0.025)]
+    assert "padding: 2.50% of the rows of pack(length=64, method='best_fit', num_pa" in str(stats)
 
 
 def test_pack_is_described_and_declared_as_a_stage_that_regroups_elements():

@@ -58,6 +58,7 @@ from chute_transforms import FilterTransform as FilterTransform
 from chute_transforms import FlatMapTransform as FlatMapTransform
 from chute_transforms import MapTransform as MapTransform
 from chute_transforms import MapWithIndexTransform as MapWithIndexTransform
+from chute_transforms import PackingError as PackingError
 from chute_transforms import RandomMapTransform as RandomMapTransform
 from chute_transforms import Tokenize as Tokenize
 from chute_transforms import batch_elements as batch_elements
@@ -154,6 +155,7 @@ __all__ = [
     "MultiprocessingOptions",
     "NoSharding",
     "NumpySource",
+    "PackingError",
     "ParquetSource",
     "ParquetStream",
     "PerformanceConfig",

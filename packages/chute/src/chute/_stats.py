@@ -29,6 +29,8 @@ class StageStats:
     """Worker processes the stage ran on, its seconds summed over them (0: this process)."""
     waiting: bool = False
     """The stage's own time is waiting for worker processes (an `mp_prefetch`)."""
+    padding: float | None = None
+    """For a packing stage: the share of its rows' slots that are padding, so far."""
 
     @property
     def throughput(self) -> float:
@@ -87,6 +89,9 @@ class Stats:
             )
         if self.bottleneck is not None:
             lines.append(f"bottleneck: {self.bottleneck.name}")
+        for stage in self.stages:
+            if stage.padding is not None:
+                lines.append(f"padding: {stage.padding:.2%} of the rows of {stage.name}")
         if self.skipped:
             lines.append(f"skipped: {self.skipped} elements that failed (skip_errors)")
         return "\n".join(lines)
@@ -112,6 +117,7 @@ class Recorder:
         stages: list[StageStats] = []
         for clock in self.stages:
             own = StageStats(clock.name, clock.elements, clock.seconds)
+            own.padding = getattr(clock.inner, "padding_fraction", None)
             for owner, names, iterator, workers in self.workers:
                 if owner is not clock:
                     continue

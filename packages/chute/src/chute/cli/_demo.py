@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -25,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["run_demo"]
+__all__ = ["Outcome", "preempt_and_compare", "run_demo"]
 
 print = functools.partial(print, flush=True)  # Keeps lines in order with tqdm's.
 
@@ -39,15 +40,21 @@ def _missing_extras() -> list[str]:
 
 
 def _train(
-    work: Path, steps: int, save_every: int, log: Path, label: str, kill_at: int | None = None
+    module: str,
+    work: Path,
+    steps: int,
+    save_every: int,
+    log: Path,
+    label: str,
+    kill_at: int | None = None,
 ) -> dict[str, Any]:
-    """Runs one training process with a progress bar; kills it at step `kill_at`."""
+    """Runs `python -m module` with a progress bar; kills it at step `kill_at`."""
     from tqdm import tqdm
 
     command = [
         sys.executable,
         "-m",
-        "chute.cli._demo_train",
+        module,
         str(work),
         str(steps),
         str(save_every),
@@ -123,6 +130,80 @@ def _plot(
     plt.close(figure)
 
 
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """The two runs of a demo: the uninterrupted one, and the preempted then resumed one."""
+
+    reference: dict[str, Any]  # The uninterrupted run's summary.
+    resumed: dict[str, Any]  # The resumed process's summary.
+    expected: list[dict[str, Any]]  # The uninterrupted run's log.
+    got: list[dict[str, Any]]  # The preempted run's log (both of its processes).
+    killed_at: int
+    restored: int
+    identical: bool
+
+    def plot(self, path: Path) -> None:
+        """Draws both runs' losses, the kill and the restored step, into a PNG."""
+        _plot(path, self.expected, self.got, self.killed_at, self.restored)
+
+
+def preempt_and_compare(
+    module: str, work: Path, steps: int, save_every: int, kill_at: int, shared: tuple[str, ...]
+) -> Outcome:
+    """Trains uninterrupted; trains again, killed at `kill_at` and resumed; compares them.
+
+    `module` is the training process (`python -m module WORK STEPS EVERY LOG`); the
+    files `shared` of `work` are linked into each run's folder. Prints the verdict.
+    """
+    runs = []
+    for run in ("uninterrupted", "preempted"):
+        run_dir = work / run
+        run_dir.mkdir(exist_ok=True)
+        for name in shared:
+            if not (run_dir / name).exists():
+                os.symlink(work / name, run_dir / name)
+        runs.append(run_dir)
+    reference = _train(
+        module, runs[0], steps, save_every, runs[0] / "log.jsonl", "run 1, uninterrupted"
+    )
+    first = _train(
+        module,
+        runs[1],
+        steps,
+        save_every,
+        runs[1] / "log.jsonl",
+        "run 2, until killed",
+        kill_at=kill_at,
+    )
+    second = _train(module, runs[1], steps, save_every, runs[1] / "log.jsonl", "run 2, resumed")
+
+    expected = {r["step"]: r for r in _read_log(runs[0] / "log.jsonl")}
+    got = _read_log(runs[1] / "log.jsonl")
+    mismatches = [r["step"] for r in got if expected.get(r["step"]) != r]
+    restored = second["resumed_from"]
+    resumed_steps = [r["step"] for r in got[len(got) - (steps - restored) :]]
+    complete = resumed_steps == list(range(restored + 1, steps + 1))
+    print()
+    print(
+        f"preempted at step {first['killed_at']}; the new process restored the checkpoint "
+        f"of step {restored} and replayed {first['killed_at'] - restored} steps"
+    )
+    verdict = "identical" if not mismatches and complete else "DIFFERENT"
+    print(
+        f"run 2 vs run 1, step by step over {len(got)} logged steps: batches and losses "
+        f"{verdict}" + (f" (first difference at step {mismatches[0]})" if mismatches else "")
+    )
+    return Outcome(
+        reference,
+        second,
+        list(expected.values()),
+        got,
+        first["killed_at"],
+        restored,
+        verdict == "identical",
+    )
+
+
 def run_demo(
     folder: str | None = None, steps: int = 300, save_every: int = 25, kill_at: int | None = None
 ) -> int:
@@ -166,36 +247,10 @@ def run_demo(
         f"{save_every} steps"
     )
 
-    runs = []
-    for name in ("uninterrupted", "preempted"):
-        run_dir = work / name
-        run_dir.mkdir(exist_ok=True)
-        for shared in ("data.json", "held_out.npz"):
-            if not (run_dir / shared).exists():
-                os.symlink(work / shared, run_dir / shared)
-        runs.append(run_dir)
-    reference = _train(runs[0], steps, save_every, runs[0] / "log.jsonl", "run 1, uninterrupted")
-    first = _train(
-        runs[1], steps, save_every, runs[1] / "log.jsonl", "run 2, until killed", kill_at=kill_at
+    outcome = preempt_and_compare(
+        "chute.cli._demo_train", work, steps, save_every, kill_at, ("data.json", "held_out.npz")
     )
-    second = _train(runs[1], steps, save_every, runs[1] / "log.jsonl", "run 2, resumed")
-
-    expected = {r["step"]: r for r in _read_log(runs[0] / "log.jsonl")}
-    got = _read_log(runs[1] / "log.jsonl")
-    mismatches = [r["step"] for r in got if expected.get(r["step"]) != r]
-    restored = second["resumed_from"]
-    resumed_steps = [r["step"] for r in got[len(got) - (steps - restored) :]]
-    complete = resumed_steps == list(range(restored + 1, steps + 1))
-    print()
-    print(
-        f"preempted at step {first['killed_at']}; the new process restored the checkpoint "
-        f"of step {restored} and replayed {first['killed_at'] - restored} steps"
-    )
-    verdict = "identical" if not mismatches and complete else "DIFFERENT"
-    print(
-        f"run 2 vs run 1, step by step over {len(got)} logged steps: batches and losses "
-        f"{verdict}" + (f" (first difference at step {mismatches[0]})" if mismatches else "")
-    )
+    reference, second = outcome.reference, outcome.resumed
     print()
     print("| run | first step after | then steps/s | input wait | held-out accuracy |")
     print("|---|---|---|---|---|")
@@ -209,6 +264,6 @@ def run_demo(
         "share of the time after it spent in next(iterator)"
     )
     plot = work / "loss.png"
-    _plot(plot, list(expected.values()), got, first["killed_at"], restored)
+    outcome.plot(plot)
     print(f"\nloss curves: {plot}")
-    return 0 if verdict == "identical" else 1
+    return 0 if outcome.identical else 1

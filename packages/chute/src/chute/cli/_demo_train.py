@@ -1,10 +1,9 @@
 """The demo's training process: `python -m chute.cli._demo_train WORK_DIR STEPS SAVE_EVERY LOG`.
 
-Trains a small MLP on the digits pipeline of `_demo_data`, checkpointing the model,
-the optimizer and the data iterator together with Orbax every SAVE_EVERY steps, and
-resuming from the latest checkpoint if there is one. Every step appends
-`{"step", "loss", "batch"}` (a hash of the batch's labels and pixels) to LOG and prints
-`step N` for the parent's progress bar; at the end it prints `summary {...}`.
+Trains a small MLP on the digits pipeline of `_demo_data` with the loop of
+`_demo_loop` (Orbax checkpoints of the model, the optimizer and the data iterator every
+SAVE_EVERY steps, resuming from the latest). A batch's hash covers its labels and
+pixels; the summary adds the held-out accuracy.
 """
 
 from __future__ import annotations
@@ -41,16 +40,9 @@ def main(work: Path, steps: int, save_every: int, log_path: Path) -> None:
     import jax
     import jax.numpy as jnp
     import optax
-    import orbax.checkpoint as ocp
-    from absl import logging as absl_logging
-
-    import chute
-
-    # Orbax notes (as a warning) that the killed run left a partial checkpoint behind,
-    # which it then ignores: expected here, so not shown.
-    absl_logging.set_verbosity(absl_logging.ERROR)
 
     from ._demo_data import pipeline
+    from ._demo_loop import Task, train
 
     info = json.loads((work / "data.json").read_text())
     epochs = -(-steps * 64 // info["train_records"]) + 1
@@ -71,10 +63,10 @@ def main(work: Path, steps: int, save_every: int, log_path: Path) -> None:
     optimizer = optax.adam(LEARNING_RATE)
 
     @jax.jit
-    def train_step(state: dict[str, Any], x: jax.Array, y: jax.Array) -> tuple[Any, jax.Array]:
+    def train_step(state: dict[str, Any], batch: dict[str, Any]) -> tuple[Any, jax.Array]:
         def loss_fn(params: dict[str, jax.Array]) -> jax.Array:
-            losses = optax.softmax_cross_entropy_with_integer_labels(logits(params, x), y)
-            return jnp.mean(losses)
+            scores = logits(params, batch["x"])
+            return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(scores, batch["label"]))
 
         loss, grads = jax.value_and_grad(loss_fn)(state["params"])
         updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
@@ -83,61 +75,21 @@ def main(work: Path, steps: int, save_every: int, log_path: Path) -> None:
             "opt_state": opt_state,
         }, loss
 
+    def evaluate(state: dict[str, Any]) -> dict[str, float]:
+        held_out = np.load(work / "held_out.npz")
+        x = jnp.asarray(held_out["image"].reshape(-1, 64).astype(np.float32) / 16.0)
+        predicted = np.asarray(jnp.argmax(logits(state["params"], x), axis=1))
+        return {"accuracy": float((predicted == held_out["label"]).mean())}
+
     params = init(jax.random.PRNGKey(0))
-    state: dict[str, Any] = {"params": params, "opt_state": optimizer.init(params)}
-    dataset = pipeline(info["paths"], epochs, workers=2).to_device(jax.devices()[0])
-    iterator = iter(dataset)
-    manager = ocp.CheckpointManager(
-        work / "checkpoints", options=ocp.CheckpointManagerOptions(max_to_keep=3)
+    task = Task(
+        state={"params": params, "opt_state": optimizer.init(params)},
+        step=train_step,
+        dataset=pipeline(info["paths"], epochs, workers=2).to_device(jax.devices()[0]),
+        digest=batch_digest,
+        evaluate=evaluate,
     )
-    step = manager.latest_step() or 0
-    if step:
-        restored = manager.restore(
-            step,
-            args=ocp.args.Composite(
-                model=ocp.args.StandardRestore(state),
-                data=chute.checkpoint.CheckpointRestore(iterator),
-            ),
-        )
-        state = restored["model"]
-        print(f"resumed {step}", flush=True)
-    waited = 0.0
-    started = time.perf_counter()
-    first_step = step + 1  # Timing starts after it: compiling and starting workers.
-    with open(log_path, "a") as log:
-        while step < steps:
-            before = time.perf_counter()
-            batch = next(iterator)
-            if step == first_step:
-                waited, started = 0.0, before
-            else:
-                waited += time.perf_counter() - before
-            state, loss = train_step(state, batch["x"], batch["label"])
-            step += 1
-            record = {"step": step, "loss": float(loss), "batch": batch_digest(batch)}
-            log.write(json.dumps(record) + "\n")
-            log.flush()
-            if step % save_every == 0:
-                manager.save(
-                    step,
-                    args=ocp.args.Composite(
-                        model=ocp.args.StandardSave(state),
-                        data=chute.checkpoint.CheckpointSave(iterator),
-                    ),
-                )
-            print(f"step {step}", flush=True)
-    manager.wait_until_finished()
-    seconds = time.perf_counter() - started
-    held_out = np.load(work / "held_out.npz")
-    x = jnp.asarray(held_out["image"].reshape(-1, 64).astype(np.float32) / 16.0)
-    predicted = np.asarray(jnp.argmax(logits(state["params"], x), axis=1))
-    summary = {
-        "first_step_s": started - launched,
-        "steps_per_s": (step - first_step) / seconds,
-        "wait_fraction": waited / seconds,
-        "accuracy": float((predicted == held_out["label"]).mean()),
-    }
-    print("summary " + json.dumps(summary), flush=True)
+    train(work, steps, save_every, log_path, task, launched)
 
 
 if __name__ == "__main__":
