@@ -431,7 +431,7 @@ def test_small_elements_keep_the_element_count_and_warn_nothing():
     source = _Recording(300, 16)
     it = PrefetchReadIter(source, ReadOptions(num_threads=2, prefetch_buffer_size=100))
     assert [int(x[0]) for x in it] == [i % 256 for i in range(300)]
-    assert it.chunk_size == 50
+    assert it.chunk_size == 38  # Not shrunk for bytes: 300 // (2 threads x SPLIT) + 1.
 
 
 def test_the_byte_bound_is_validated_and_shown_when_not_the_default():
@@ -453,3 +453,51 @@ def test_elements_are_measured_past_dropped_positions():
     with pytest.warns(_prefetch_read.ReadAheadWarning, match=r"reading 4 elements ahead"):
         assert next(it)[0] == 4
     assert [int(x[0]) for x in it] == list(range(5, 64))
+
+
+class _Slow:
+    """A dataset whose reads take `seconds` per position; records each read's size."""
+
+    def __init__(self, length, seconds):
+        self.length, self.seconds, self.reads = length, seconds, []
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, index):
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices):
+        self.reads.append((int(indices[0]), len(indices)))
+        time.sleep(self.seconds * len(indices))
+        return [int(i) for i in indices]
+
+
+def test_automatic_chunks_split_a_small_slow_dataset_between_the_threads(monkeypatch):
+    monkeypatch.setattr(_prefetch_read, "TARGET_SECONDS", 0.0)  # Every read counts as slow.
+    slow = _Slow(10, 0.001)
+    it = PrefetchReadIter(slow, ReadOptions(num_threads=2))
+    assert list(it) == list(range(10))
+    assert it.chunk_size == 2  # 10 positions, 2 threads: chunks of at most 10 // 8 + 1.
+    # The two first reads, one per thread, before any read's time is known; then one
+    # position a read, as each took longer than TARGET_SECONDS.
+    assert [size for _, size in sorted(slow.reads)] == [1, 2] + [1] * 7
+
+
+def test_automatic_chunks_of_cheap_elements_grow_to_the_default_size(monkeypatch):
+    monkeypatch.setattr(_prefetch_read, "TARGET_SECONDS", 3600.0)  # Every read is quick.
+    cheap = _Slow(5000, 0.0)
+    it = PrefetchReadIter(cheap, ReadOptions(num_threads=2, prefetch_buffer_size=512))
+    assert list(it) == list(range(5000))
+    sizes = [size for _, size in sorted(cheap.reads)]
+    assert sizes[:9] == [1, 2, 4, 8, 16, 32, 64, 128, 256]  # Doubling while cheap.
+    assert max(sizes) == it.chunk_size == 256
+    assert sum(sizes) == 5000
+
+
+def test_a_given_chunk_size_is_kept_whatever_the_cost(monkeypatch):
+    monkeypatch.setattr(_prefetch_read, "TARGET_SECONDS", 0.0)
+    slow = _Slow(12, 0.001)
+    it = PrefetchReadIter(slow, ReadOptions(num_threads=2), chunk_size=4)
+    assert list(it) == list(range(12))
+    assert sorted(slow.reads) == [(0, 4), (4, 4), (8, 4)]

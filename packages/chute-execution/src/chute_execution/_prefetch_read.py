@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import time
 import warnings
 import weakref
 from typing import Any, TypeVar
@@ -26,7 +27,13 @@ JOIN_TIMEOUT = 10.0
 """Seconds `close()` waits for reads in flight before leaving them to finish alone."""
 
 MEASURE_CHUNK = 4
-"""Elements of the first read, alone in flight, that measure the bytes of an element."""
+"""Elements of the first reads (one per thread in flight) that measure an element's bytes."""
+
+TARGET_SECONDS = 0.01
+"""How long an automatic chunk should take to read: ~100x a hand-over between threads."""
+
+SPLIT = 4
+"""An automatic chunk is at most 1/SPLIT of each thread's share of the dataset."""
 
 
 def default_chunk_size(options: ReadOptions) -> int:
@@ -54,14 +61,21 @@ class PrefetchReadIter(IterNode[T]):
     `chute_samplers.SequentialIter`, so states move freely between the two and between
     thread counts. Positions holding `chute_sources.DROPPED` are skipped.
 
-    Reads are chunks of `chunk_size` consecutive positions (one batched call each),
-    queued on a thread pool so that at most about `prefetch_buffer_size` positions
-    (plus one chunk) are read ahead of the consumer; the consumer takes chunks in
-    order, so the work per element is constant. With `num_threads=0` or
-    `prefetch_buffer_size=0` every read runs in the calling thread.
+    Reads are chunks of consecutive positions (one batched call each), queued on a
+    thread pool so that at most about `prefetch_buffer_size` positions (plus one
+    chunk) are read ahead of the consumer; the consumer takes chunks in order, so the
+    work per element is constant. With `num_threads=0` or `prefetch_buffer_size=0`
+    every read runs in the calling thread.
 
-    Bytes: the first read (`MEASURE_CHUNK` positions, alone in flight) measures the
-    bytes of an element; if `prefetch_buffer_size` elements would hold more than
+    Chunk sizes (unless `chunk_size` is given) adapt to the work: the first chunks
+    are small and double while reads are quick, a chunk aims at `TARGET_SECONDS` of
+    reading at the measured cost of an element, and a small dataset is cut into at
+    least `SPLIT` chunks per thread. So ten elements that take 0.1 s each are read by
+    two threads in about 0.5 s, while cheap elements are read in large chunks. The
+    chunks never change the stream or the state, only how the reading is shared out.
+
+    Bytes: the first reads (up to `MEASURE_CHUNK` positions each, one per thread in
+    flight) measure the bytes of an element; if `prefetch_buffer_size` elements would hold more than
     `prefetch_buffer_bytes`, fewer are read ahead (and chunks shrink to fit, unless
     `chunk_size` was given), with a `ReadAheadWarning`.
 
@@ -116,14 +130,19 @@ class PrefetchReadIter(IterNode[T]):
         self._auto_chunk = chunk_size is None
         if chunk_size is None:
             chunk_size = default_chunk_size(read_options)
+            if read_options.threaded:  # Every thread gets a share of a small dataset.
+                share = -(-self._length // (read_options.num_threads * SPLIT))
+                chunk_size = max(1, min(chunk_size, share))
         self._chunk_size = check_count(chunk_size, "chunk_size", "PrefetchReadIter", minimum=1)
+        self._ramp = 1  # Automatic chunks start at 1 position and double...
+        self._limit = self._chunk_size  # ...up to what took at most TARGET_SECONDS.
         self._measured = read_options.prefetch_buffer_bytes is None
         self._measure_reads = 0
         # Positions in flight ahead of the consumer's chunk, at most.
         self._window = max(read_options.prefetch_buffer_size, self._chunk_size)
         self._chunk: Span[T] = Span(0, [])
         self._offset = 0  # Into self._chunk.elements: the next one to look at.
-        self._pending: collections.deque[Slot[Span[T]]] = collections.deque()
+        self._pending: collections.deque[Slot[tuple[Span[T], float]]] = collections.deque()
         self._next_read = 0  # First position not yet queued.
         self._pool: ReadPool | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
@@ -178,12 +197,14 @@ class PrefetchReadIter(IterNode[T]):
             self._fill(position)
             slot = self._pending[0]
             try:
-                chunk = slot.wait()
+                chunk, seconds = slot.wait()
             except BaseException:
                 self._restart(position)
                 self._stop_pool(JOIN_TIMEOUT)
                 raise
             self._pending.popleft()
+            if chunk.elements:
+                self._fit(len(chunk.elements), seconds)
             if not self._measured:
                 self._measure(chunk)
             self._fill(position)
@@ -201,19 +222,41 @@ class PrefetchReadIter(IterNode[T]):
             pool = self._pool = ReadPool(threads, "chute-read")
             # Stops the threads when this iterator is collected; holds no reference to it.
             self._finalizer = weakref.finalize(self, pool.shutdown, 0)
-        if not self._measured:  # One small read first, to measure an element.
-            limit = min(max(self._next_read, position + 1), self._length)
-            size = min(self._chunk_size, MEASURE_CHUNK)
+        measuring = not self._measured
+        if measuring:  # Small reads first, one per thread at most, to measure an element.
+            ahead = position + self._options.num_threads
+            limit = min(max(self._next_read, ahead), self._length)
         else:
-            limit, size = min(position + self._window, self._length), self._chunk_size
+            limit = min(position + self._window, self._length)
         while self._next_read < limit:
             start = self._next_read
+            size = min(self._next_size(), MEASURE_CHUNK) if measuring else self._next_size()
             self._next_read = min(start + size, self._length)
             self._pending.append(
                 pool.submit(
-                    read_span, self._dataset, start, self._next_read, self._ledger, self._stage
+                    _timed_read, self._dataset, start, self._next_read, self._ledger, self._stage
                 )
             )
+
+    def _next_size(self) -> int:
+        """Positions of the next chunk queued (see the class docs)."""
+        if not self._auto_chunk:
+            return self._chunk_size
+        size = min(self._chunk_size, self._ramp, self._limit)
+        self._ramp = min(2 * self._ramp, self._chunk_size)
+        return size
+
+    def _fit(self, positions: int, seconds: float) -> None:
+        """Limits automatic chunks to about `TARGET_SECONDS` of reading, from a read's time.
+
+        A read that took longer sets the limit to what would have taken the target at
+        its cost per position; a quicker one doubles the limit (up to `chunk_size`), so
+        the size settles within a factor of two of the target instead of swinging.
+        """
+        if seconds > TARGET_SECONDS:
+            self._limit = max(1, int(TARGET_SECONDS * positions / seconds))
+        else:
+            self._limit = min(self._chunk_size, 2 * self._limit)
 
     def _measure(self, chunk: Span[T]) -> None:
         """Lowers the read-ahead to `prefetch_buffer_bytes`, measured from `chunk`."""
@@ -288,6 +331,15 @@ class PrefetchReadIter(IterNode[T]):
             f"prefetch_buffer_size={self._options.prefetch_buffer_size}, "
             f"chunk_size={self._chunk_size}, position={self._chunk.start + self._offset})"
         )
+
+
+def _timed_read(
+    dataset: RandomAccessDataSource[T], start: int, stop: int, ledger: Any, stage: int
+) -> tuple[Span[T], float]:
+    """`read_span(...)` and the seconds it took (in a pool thread)."""
+    began = time.perf_counter()
+    span = read_span(dataset, start, stop, ledger, stage)
+    return span, time.perf_counter() - began
 
 
 def _size(nbytes: int) -> str:
