@@ -117,6 +117,66 @@ def test_convert_image_folder_stores_encoded_bytes_and_class_labels(
         assert record["image"] == (image_folder / record["path"]).read_bytes()
 
 
+def test_convert_a_save_to_disk_folder_gives_every_row_of_load_from_disk(run_chute, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    datasets.disable_progress_bars()
+    columns = {
+        "text": [f"doc {i} " + "é" * (i % 4) for i in range(2500)],
+        "id": [None if i % 11 == 0 else i for i in range(2500)],
+        "tokens": [list(range(i % 6)) for i in range(2500)],
+        "score": [i / 9 for i in range(2500)],
+    }
+    saved = tmp_path / "saved"
+    datasets.Dataset.from_dict(columns).save_to_disk(str(saved), num_shards=3)
+    result = run_chute("convert", saved, tmp_path / "out", "--shards", "4")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == (
+        f"chute convert: 2,500 records of {saved} (huggingface) -> 4 ArrayRecord shards"
+    )
+    assert lines[-1] == (
+        "  verified: record count of all 4 shards, and 64 sampled records decoded equal to SRC"
+    )
+    paths = [tmp_path / f"out-0000{i}-of-00004.array_record" for i in range(4)]
+    expected = datasets.load_from_disk(str(saved))
+    _assert_same_records([expected[i] for i in range(2500)], _records(paths))
+    manifest = json.loads((tmp_path / "out.chute-convert.json").read_text())
+    assert manifest["source"]["format"] == "huggingface"
+    rerun = run_chute("convert", saved, tmp_path / "out", "--shards", "4")
+    assert rerun.returncode == 0, rerun.stderr
+    assert sum(line.endswith("kept (finished before)") for line in rerun.stdout.splitlines()) == 4
+
+
+def test_convert_a_dataset_dict_folder_asks_for_one_split(run_chute, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    datasets.disable_progress_bars()
+    splits = {"train": {"x": [1, 2, 3]}, "test": {"x": [4]}}
+    datasets.DatasetDict(
+        {name: datasets.Dataset.from_dict(data) for name, data in splits.items()}
+    ).save_to_disk(str(tmp_path / "dd"))
+    result = run_chute("convert", "dd", "out", cwd=tmp_path)
+    assert _error(result) == (
+        2,
+        "chute convert: error: 'dd' holds a DatasetDict with the splits train, test; pass "
+        "the folder of one split, e.g. 'dd/train'\n",
+    )
+    result = run_chute("convert", "dd/test", "test", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert _records([tmp_path / "test.array_record"]) == [{"x": 4}]
+
+
+def test_a_folder_without_state_json_given_as_huggingface_is_a_data_error(run_chute, tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = run_chute("convert", "empty", "out", "--format", "huggingface", cwd=tmp_path)
+    assert _error(result) == (
+        1,
+        f"chute convert: error: cannot read 'empty' as a datasets save_to_disk folder: "
+        f"HuggingFaceDiskSource: '{tmp_path / 'empty'}' is not a folder written by "
+        "Dataset.save_to_disk: it has no state.json (such a folder holds state.json, "
+        "dataset_info.json and data-*.arrow files).\n",
+    )
+
+
 def test_rerun_of_a_finished_conversion_keeps_every_shard(run_chute, parquet_file, tmp_path):
     dst = tmp_path / "train"
     assert run_chute("convert", parquet_file, dst, "--shards", "4").returncode == 0

@@ -75,6 +75,30 @@ def test_inspect_parquet_and_numpy_inputs(run_chute, parquet_file, tmp_path):
     }
 
 
+def test_inspect_a_save_to_disk_folder(run_chute, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    datasets.disable_progress_bars()
+    data = {"text": ["a", "bb", "ccc"], "tokens": [[1], [2, 3], []], "label": [0, 1, 0]}
+    datasets.Dataset.from_dict(data).save_to_disk(str(tmp_path / "saved"), num_shards=2)
+    report = json.loads(run_chute("inspect", tmp_path / "saved", "--json").stdout)
+    assert report["format"] == "huggingface"
+    assert report["num_records"] == 3
+    assert [(os.path.basename(f["path"]), f["records"]) for f in report["files"]] == [
+        ("data-00000-of-00002.arrow", 2),
+        ("data-00001-of-00002.arrow", 1),
+    ]
+    assert report["schema"] == {
+        "text": {"type": "str"},
+        "tokens": {"type": "list", "shape": "varies", "shapes": [[1], [2], [0]]},
+        "label": {"type": "int"},
+    }
+    assert report["records"] == [
+        "{'text': 'a', 'tokens': [1], 'label': 0}",
+        "{'text': 'bb', 'tokens': [2, 3], 'label': 1}",
+        "{'text': 'ccc', 'tokens': [], 'label': 0}",
+    ]
+
+
 def test_inspect_missing_path_is_a_usage_error(run_chute, tmp_path):
     result = run_chute("inspect", "no/such.array_record", cwd=tmp_path)
     assert (result.returncode, result.stderr) == (

@@ -2,8 +2,8 @@
 
 The protocols every later layer builds on (random access, checkpointable iterators,
 record metadata), chute's error types, the record codec, and the sources: range,
-in-memory sequence, shared memory, ArrayRecord, Parquet, NumPy, JSON Lines and
-image folders.
+in-memory sequence, shared memory, ArrayRecord, Parquet, NumPy, JSON Lines, image
+folders and data sets saved by Hugging Face `datasets`.
 
 Example:
     >>> from chute_sources import RangeSource, read_records
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from ._array_record import FileInstruction as FileInstruction
     from ._array_record_writer import shard_paths as shard_paths
     from ._array_record_writer import write_array_record as write_array_record
+    from ._hf_disk import HuggingFaceDiskSource as HuggingFaceDiskSource
     from ._parquet import ParquetSource as ParquetSource
     from ._parquet import ParquetStream as ParquetStream
 
@@ -73,6 +74,7 @@ _LAZY = {
     "FileInstruction": "._array_record",
     "shard_paths": "._array_record_writer",
     "write_array_record": "._array_record_writer",
+    "HuggingFaceDiskSource": "._hf_disk",
     "ParquetSource": "._parquet",
     "ParquetStream": "._parquet",
 }
@@ -98,6 +100,7 @@ __all__ = [
     "ErrorBudget",
     "ErrorBudgetExceededError",
     "FileInstruction",
+    "HuggingFaceDiskSource",
     "ImageFolderSource",
     "InvalidArgumentError",
     "InvalidStateError",

@@ -1,4 +1,4 @@
-"""`chute convert`: Parquet, NumPy, JSON Lines or images to sharded ArrayRecord files."""
+"""`chute convert`: Parquet, NumPy, JSON Lines, images or save_to_disk folders to ArrayRecord."""
 
 from __future__ import annotations
 
@@ -43,6 +43,10 @@ SRC formats (from the suffix, or --format):
            "label": the class's index in the sorted class folder names, "path":
            "<class>/<file>"}}; images are stored as is, not decoded (checked with
            Pillow when it is installed)
+  huggingface
+           a folder that Hugging Face datasets' save_to_disk wrote (or the folder of one
+           split of a DatasetDict): one record per row, a dict {{column: value}} as
+           chute.HuggingFaceDiskSource gives it, read in place (datasets not needed)
 
 DST is the output prefix: out/train gives out/train-00000-of-00004.array_record ...
 (one shard: out/train.array_record); an existing folder gives <folder>/<SRC name>.
@@ -67,11 +71,15 @@ def add_convert_parser(commands: Any) -> argparse.ArgumentParser:
     """
     parser: argparse.ArgumentParser = commands.add_parser(
         "convert",
-        help="convert Parquet, NumPy, JSON Lines or images to sharded ArrayRecord files",
+        help=(
+            "convert Parquet, NumPy, JSON Lines, images or a saved Hugging Face data set to "
+            "sharded ArrayRecord files"
+        ),
         description=_DESCRIPTION,
         epilog=help_epilog(
             "chute convert data/train.parquet out/train --shards 8",
             "chute convert images/ out/images --records-per-shard 1000",
+            "chute convert saved/train out/train --shards 16",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -1,7 +1,8 @@
 """The inputs `chute convert` and `chute inspect` read, each as a random-access source.
 
 Formats: Parquet, NumPy `.npy` / `.npz`, JSON Lines, folders of PNG / JPEG images laid
-out like torchvision's `ImageFolder` (one subfolder per class), and ArrayRecord. Each is
+out like torchvision's `ImageFolder` (one subfolder per class), folders that Hugging Face
+`datasets` wrote with `save_to_disk`, and ArrayRecord. Each is
 read by its `chute_sources` source; this module turns their errors into one-line
 `CliError`s and, for images, adds a decoding check (with Pillow, when installed).
 """
@@ -12,6 +13,7 @@ import dataclasses
 import glob
 import hashlib
 import io
+import json
 import os
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -28,9 +30,9 @@ __all__ = [
     "open_input",
 ]
 
-FORMATS = ("array_record", "images", "jsonl", "npy", "npz", "parquet")
+FORMATS = ("array_record", "huggingface", "images", "jsonl", "npy", "npz", "parquet")
 """Every format `chute inspect` reads."""
-CONVERTIBLE_FORMATS = ("images", "jsonl", "npy", "npz", "parquet")
+CONVERTIBLE_FORMATS = ("huggingface", "images", "jsonl", "npy", "npz", "parquet")
 """The formats `chute convert` turns into ArrayRecord."""
 
 _SUFFIXES = {
@@ -48,8 +50,14 @@ _OWN_WORDING = ("images", "jsonl")
 _GLOB_CHARS = ("*", "?", "[")
 
 
+_HF_FILES = ("state.json", "dataset_dict.json")
+"""What `Dataset.save_to_disk` / `DatasetDict.save_to_disk` write into the folder."""
+
+
 def _folder_format(folder: str) -> str | None:
     names = os.listdir(folder)
+    if any(name in names for name in _HF_FILES):  # Before images: splits are subfolders.
+        return "huggingface"
     for suffix in (".array_record", ".parquet", ".parq"):
         if any(suffix in name for name in names):
             return _SUFFIXES[suffix]
@@ -86,7 +94,8 @@ def detect_format(path: str, given: str | None = None) -> str:
         if found is None:
             usage_error(
                 f"cannot tell the format of the folder {path!r}: it holds no .array_record or "
-                ".parquet file and no class subfolders of images; pass --format"
+                ".parquet file, no state.json of datasets' save_to_disk and no class "
+                "subfolders of images; pass --format"
             )
         return found
     suffix = os.path.splitext(path)[1].lower()
@@ -186,7 +195,11 @@ def open_input(path: str, format: str | None = None) -> Input:
             )
         if kind == "images" and isinstance(error, ChuteError):  # An empty class folder, ...
             data_error(str(error))
-        what = {"images": "an image folder", "array_record": "ArrayRecord"}.get(kind, kind)
+        what = {
+            "images": "an image folder",
+            "array_record": "ArrayRecord",
+            "huggingface": "a datasets save_to_disk folder",
+        }.get(kind, kind)
         data_error(f"cannot read {path!r} as {what}: {error}")
 
 
@@ -231,6 +244,8 @@ def _open(path: str, kind: str) -> Input:
         counts = [len(ParquetSource(file)) for file in parquet.files]
         files = list(parquet.files)
         return Input(path, kind, parquet, files, counts, files)
+    if kind == "huggingface":
+        return _open_saved_dataset(path)
     if kind == "array_record":
         from chute_sources import ArrayRecordSource
 
@@ -244,6 +259,41 @@ def _open(path: str, kind: str) -> Input:
         counts = [i.num_records for i in records.instructions]
         return Input(path, kind, records, files, counts, files)
     usage_error(f"unknown format {kind!r}; choose one of {', '.join(FORMATS)}")
+
+
+def _open_saved_dataset(path: str) -> Input:
+    """A folder of datasets' `save_to_disk`; a `DatasetDict`'s splits are its subfolders."""
+    from chute_sources import HuggingFaceDiskSource
+
+    if not os.path.isdir(path):
+        usage_error(f"--format huggingface needs the folder that save_to_disk wrote, got {path!r}")
+    if not os.path.isfile(os.path.join(path, "state.json")) and os.path.isfile(
+        os.path.join(path, "dataset_dict.json")
+    ):
+        splits = [
+            name
+            for name in _listed_splits(os.path.join(path, "dataset_dict.json"))
+            if os.path.isfile(os.path.join(path, name, "state.json"))
+        ]
+        example = os.path.join(path, splits[0] if splits else "train")
+        usage_error(
+            f"{path!r} holds a DatasetDict with the splits {', '.join(splits)}; pass the "
+            f"folder of one split, e.g. {example!r}"
+        )
+    source = HuggingFaceDiskSource(path)
+    files = list(source.files)
+    state = os.path.join(path, "state.json")
+    return Input(path, "huggingface", source, files, list(source.file_records), [state, *files])
+
+
+def _listed_splits(path: str) -> list[str]:
+    """The splits that a `dataset_dict.json` lists, in its order ([] if it is damaged)."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            splits = json.load(file).get("splits")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return []
+    return [name for name in splits if isinstance(name, str)] if isinstance(splits, list) else []
 
 
 def _unreadable(path: str, indices: Sequence[int], error: Exception) -> NoReturn:

@@ -21,7 +21,8 @@ counts), a schema inferred from a sample of records (per field: type, dtype and 
 or "varies" with the shapes seen), and the first records, shortened.
 
 PATH is an ArrayRecord file, folder or glob pattern (quote it), or a Parquet file,
-folder or pattern, a .npy / .npz file, a .jsonl file, or an image folder. Fields are the
+folder or pattern, a .npy / .npz file, a .jsonl file, an image folder, or a folder that
+Hugging Face datasets' save_to_disk wrote (a split's folder of a DatasetDict). Fields are the
 keys of dict records (nested dicts as dotted paths); other records are one field,
 "(record)"."""
 
