@@ -152,3 +152,41 @@ def test_bad_lengths_are_refused_when_declared():
         _documents().pack({"tokens": 0})
     with pytest.raises(PackingError, match="would be written twice"):
         _documents().pack({"t": 4, "t_positions": 4})
+
+
+def test_concat_split_writes_bos_over_the_first_token_of_every_segment():
+    sequences = [
+        {"t": np.arange(1, 6) * 10},
+        {"t": np.arange(1, 4) * 100},
+        {"t": np.arange(1, 8) * 1000},
+    ]
+    ds = (
+        chute.MapDataset.source(sequences)
+        .to_iter_dataset()
+        .pack(6, method="concat_split", bos_id=7)
+    )
+    rows = list(ds)
+    # What Grain 0.2.18's ConcatThenSplitIterDataset gives with
+    # REPLACE_FIRST_TOKEN_WITH_BOS on these sequences (run side by side).
+    assert [row["t"].tolist() for row in rows] == [
+        [7, 20, 30, 40, 50, 7],
+        [7, 300, 7, 2000, 3000, 4000],
+        [7, 6000, 7000, 0, 0, 0],
+    ]
+    assert [row["t_positions"].tolist() for row in rows][1] == [0, 1, 0, 1, 2, 3]
+    assert "bos_id=7" in repr(ds)
+    assert_resumes(lambda: iter(ds), expected=rows)
+
+
+def test_bos_applies_to_the_keys_named_and_only_to_concat_split():
+    two = [{"t": np.arange(1, 4), "m": np.arange(1, 4)}]
+    ds = chute.MapDataset.source(two).to_iter_dataset()
+    (row,) = list(ds.pack(4, method="concat_split", bos_id=0, bos_keys=["t"]))
+    assert row["t"].tolist() == [0, 2, 3, 0] and row["m"].tolist() == [1, 2, 3, 0]
+    with pytest.raises(
+        chute.InvalidArgumentError,
+        match=r"bos_id and bos_keys apply to method='concat_split', not 'best_fit'",
+    ):
+        ds.pack(4, method="best_fit", bos_id=1)
+    with pytest.raises(PackingError, match=r"bos_keys names 'x', which the elements do not have"):
+        list(ds.pack(4, method="concat_split", bos_id=1, bos_keys=["x"]))

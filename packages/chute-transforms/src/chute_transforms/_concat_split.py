@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
 import numpy.typing as npt
 
 from chute_samplers import IterNode
 from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
-from chute_sources.internal import state_dict, state_int, state_parent
+from chute_sources.internal import check_int, state_dict, state_int, state_parent
 
 from ._errors import PackingError
 from ._packing import (
@@ -41,7 +41,11 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
     """Concatenates all sequences and cuts the stream into rows of exactly `length`.
 
     No token is dropped or padded except in the last row, which is padded with 0
-    (segment id 0), or dropped with `drop_remainder`. A sequence may span rows: each
+    (segment id 0), or dropped with `drop_remainder`. With `bos_id`, the first token of
+    every segment of a row (a whole sequence, or the part of one that continues from
+    the row before) is replaced by `bos_id`, in the keys `bos_keys` (default: every
+    key): Grain's `BOSHandling.REPLACE_FIRST_TOKEN_WITH_BOS`, which drops that token
+    unless it was a BOS already. A sequence may span rows: each
     row is self-contained, its segments are numbered from 1 and positions restart at 0
     in every row (a continued sequence starts at position 0 in the next row).
     Elements are dicts of 1-D arrays; all keys are packed, and within one element
@@ -62,6 +66,8 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
         parent: dicts of 1-D arrays (lists are converted with `np.asarray`).
         length: the row length.
         drop_remainder: drop the last, partial row instead of padding it.
+        bos_id: the token written over the first token of every segment (None: none).
+        bos_keys: the keys that get `bos_id` (None: all of them).
 
     Example:
         >>> import numpy as np
@@ -75,10 +81,18 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
         >>> it = ConcatSplitIter(ListIterator(docs), length=4)
         >>> [it.origin for _ in it]  # Row 1 starts inside element 1 (item 1 of the list).
         [(0,), (1,)]
+        >>> [row["t"].tolist() for row in ConcatSplitIter(ListIterator(docs), 4, bos_id=9)]
+        [[9, 2, 3, 9], [9, 9, 0, 0]]
     """
 
     def __init__(
-        self, parent: CheckpointableIterator[Any], length: int, *, drop_remainder: bool = False
+        self,
+        parent: CheckpointableIterator[Any],
+        length: int,
+        *,
+        drop_remainder: bool = False,
+        bos_id: int | None = None,
+        bos_keys: Sequence[str] | None = None,
     ) -> None:
         if not isinstance(drop_remainder, bool):
             raise TypeError(
@@ -87,6 +101,18 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
         self._parent = parent
         self._length = check_length("ConcatSplitIter", "length", length)
         self._drop_remainder = drop_remainder
+        self._bos = (
+            None if bos_id is None else check_int(bos_id, "bos_id", "ConcatSplitIter", minimum=0)
+        )
+        if bos_keys is not None and (
+            isinstance(bos_keys, str) or not all(isinstance(key, str) for key in bos_keys)
+        ):
+            raise TypeError(
+                f"ConcatSplitIter: bos_keys must be a sequence of keys, got {bos_keys!r}."
+            )
+        if bos_keys is not None and bos_id is None:
+            raise ValueError("ConcatSplitIter: bos_keys needs a bos_id to write there.")
+        self._bos_keys = None if bos_keys is None else tuple(bos_keys)
         self._keys: list[str] | None = None
         self._reset()
 
@@ -103,7 +129,10 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
         return self._origin
 
     def __repr__(self) -> str:
-        return f"ConcatSplitIter(length={self._length}, drop_remainder={self._drop_remainder})"
+        bos = "" if self._bos is None else f", bos_id={self._bos}"
+        if self._bos_keys is not None:
+            bos += f", bos_keys={list(self._bos_keys)}"
+        return f"ConcatSplitIter(length={self._length}, drop_remainder={self._drop_remainder}{bos})"
 
     def __iter__(self) -> Self:
         """Returns the iterator itself."""
@@ -143,7 +172,23 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
         self._pending -= take
         self._origin = origin
         self._count_row(take * len(self._keys), length * len(self._keys))
-        return build_row(self, self._keys, segments, [length] * len(self._keys))
+        row = build_row(self, self._keys, segments, [length] * len(self._keys))
+        if self._bos is not None:
+            self._mark_starts(row)
+        return row
+
+    def _mark_starts(self, row: PackedRow) -> None:
+        """Writes `bos_id` over the first token of every segment of the BOS keys."""
+        assert self._keys is not None
+        keys = self._keys if self._bos_keys is None else self._bos_keys
+        for key in keys:
+            if key not in row:
+                raise PackingError(
+                    f"{self!r}: bos_keys names {key!r}, which the elements do not have "
+                    f"(their keys: {self._keys})."
+                )
+            starts = (row[f"{key}_positions"] == 0) & (row[f"{key}_segment_ids"] > 0)
+            row[key][starts] = self._bos
 
     def _read(self) -> bool:
         """Reads one element into `_pieces`; False at the end of the parent."""

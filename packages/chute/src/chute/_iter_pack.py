@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from chute_sources import ArgumentTypeError, InvalidArgumentError
@@ -43,6 +43,8 @@ class PackMixin:
         num_packing_bins: int | None = None,
         max_sequences_per_bin: int | None = None,
         drop_remainder: bool = False,
+        bos_id: int | None = None,
+        bos_keys: Sequence[str] | None = None,
     ) -> IterDataset[PackedRow]:
         """Packs dicts of 1-D arrays (token sequences) into rows of `length` tokens.
 
@@ -69,6 +71,10 @@ class PackMixin:
             max_sequences_per_bin: at most this many sequences in a row, for the fit
                 methods (None: no limit).
             drop_remainder: for "concat_split", drop the last, partial row.
+            bos_id: for "concat_split", a token written over the first token of every
+                segment of a row, so that a sequence continued from the row before
+                starts with it too (Grain's `REPLACE_FIRST_TOKEN_WITH_BOS`).
+            bos_keys: the keys that get `bos_id` (None: every key).
 
         Raises:
             InvalidArgumentError: an unknown `method`, a value out of range, or an
@@ -95,6 +101,17 @@ class PackMixin:
         op, args, kwargs, params = _pack_arguments(
             length, method, num_packing_bins, max_sequences_per_bin, drop_remainder
         )
+        if bos_id is not None or bos_keys is not None:
+            if method != "concat_split":
+                raise InvalidArgumentError(
+                    f"{_OWNER}: bos_id and bos_keys apply to method='concat_split', not "
+                    f"{method!r}, which never splits a sequence; leave them out."
+                )
+            if bos_id is not None:
+                kwargs["bos_id"] = params["bos_id"] = check_int(bos_id, "bos_id", _OWNER)
+            if bos_keys is not None:
+                kwargs["bos_keys"] = bos_keys
+                params["bos_keys"] = list(bos_keys) if not isinstance(bos_keys, str) else bos_keys
         op(EmptyIterator(), *args, **kwargs)  # The packer's own checks, now.
         item = stage("pack", **params)
         return IterDataset(OpFactory(self._factory, item, op, *args, **kwargs), seed=self._seed)
