@@ -84,3 +84,36 @@ def test_resume_is_exact_at_every_position_with_0_and_2_workers(corpus):
         make_restored=[lambda: iter(_texts(corpus, 0))],
         expected=expected,
     )
+
+
+def _rows_of(source, tokenizer):
+    ds = (
+        chute.MapDataset.source(source)
+        .seed(5)
+        .shuffle()
+        .to_iter_dataset()
+        .map(chute.Tokenize(tokenizer, eos_id=0))
+        .map(lambda record: {"text": record["text"]})
+        .mp_prefetch(num_workers=2, chunk_size=8)
+    )
+    return list(ds.pack(48, method="best_fit").batch(2))
+
+
+def test_parquet_and_saved_hugging_face_text_give_the_rows_of_json_lines(corpus, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    datasets = pytest.importorskip("datasets")
+    _, tokenizer = corpus
+    expected = list(_texts(corpus, None))
+    table = pa.table({"text": TEXTS, "id": list(range(len(TEXTS)))})
+    pq.write_table(table, tmp_path / "texts.parquet", row_group_size=16)
+    datasets.Dataset.from_dict({"text": TEXTS}).save_to_disk(str(tmp_path / "hf"), num_shards=3)
+    sources = {
+        "parquet": chute.ParquetSource(str(tmp_path / "texts.parquet")),
+        "save_to_disk": chute.HuggingFaceDiskSource(str(tmp_path / "hf"), columns=["text"]),
+    }
+    for name, source in sources.items():
+        got = _rows_of(source, tokenizer)
+        assert len(got) == len(expected), name
+        for batch, wanted in zip(got, expected, strict=True):
+            assert_trees_equal(batch, wanted)
