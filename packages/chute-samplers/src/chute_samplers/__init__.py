@@ -20,6 +20,7 @@ from ._index_sampler import IndexSamplerIterator as IndexSamplerIterator
 from ._interleave import InterleaveIter as InterleaveIter
 from ._iter_base import IterNode as IterNode
 from ._iter_base import upstream_iterators as upstream_iterators
+from ._limit import LimitIter as LimitIter
 from ._mix import MixMap as MixMap
 from ._mix_iter import MixIter as MixIter
 from ._node import ENDLESS as ENDLESS
@@ -30,6 +31,7 @@ from ._node import fetch as fetch
 from ._node import node_epoch_length as node_epoch_length
 from ._permutation import Permutation as Permutation
 from ._repeat import RepeatMap as RepeatMap
+from ._repeat_iter import RepeatIter as RepeatIter
 from ._rng import record_rng as record_rng
 from ._rng import record_rngs as record_rngs
 from ._schedule import MixSchedule as MixSchedule
@@ -49,6 +51,7 @@ __all__ = [
     "IndexSamplerIterator",
     "InterleaveIter",
     "IterNode",
+    "LimitIter",
     "MapNode",
     "MixIter",
     "MixMap",
@@ -56,6 +59,7 @@ __all__ = [
     "NoSharding",
     "Permutation",
     "PositionArray",
+    "RepeatIter",
     "RepeatMap",
     "SelectFromMap",
     "SequentialIter",

@@ -1,0 +1,64 @@
+"""Grain's stream operations on `IterDataset`: `repeat`, `limit`, `rebatch`, `cache`, `apply`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from chute_samplers import LimitIter, RepeatIter
+
+from ._args import check_int, check_optional_int
+from ._factories import Factory, OpFactory
+from ._pipeline import Stage, stage
+
+if TYPE_CHECKING:
+    from ._iter_dataset import IterDataset
+
+__all__ = ["GrainIterMixin"]
+
+T = TypeVar("T")
+
+
+class GrainIterMixin(Generic[T]):
+    """The stream operations a Grain user reaches for, each one stage of the chain."""
+
+    __slots__ = ()
+    _factory: Factory
+    _seed: int | None
+
+    def _grain_then(self, op: Any, item: Stage, *args: Any, **kwargs: Any) -> IterDataset[Any]:
+        from ._iter_dataset import IterDataset
+
+        return IterDataset(OpFactory(self._factory, item, op, *args, **kwargs), seed=self._seed)
+
+    def repeat(self, num_epochs: int | None = None) -> IterDataset[T]:
+        """Reads the stream again from its start, `num_epochs` times (None: endlessly).
+
+        Every epoch yields the same elements as the first (the stages before the
+        repeat are not reseeded, as in Grain); a random stage after the repeat draws
+        anew each epoch. Each epoch restores the stream's starting state rather than
+        building the iterators again, so a `cache()` before the repeat replays from
+        memory. The state is the epoch and the stream's state. An empty stream ends at
+        once, even when endless.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.range(3).to_iter_dataset().filter(lambda x: x != 1)
+            >>> list(ds.repeat(2)), list(ds.repeat().limit(5))
+            ([0, 2, 0, 2], [0, 2, 0, 2, 0])
+        """
+        num_epochs = check_optional_int(num_epochs, "num_epochs", "IterDataset.repeat")
+        return self._grain_then(RepeatIter, stage("repeat", num_epochs=num_epochs), num_epochs)
+
+    def limit(self, count: int) -> IterDataset[T]:
+        """The first `count` elements of the stream (all of them if it has fewer).
+
+        Nothing past the `count`-th element is read. The state is the number yielded
+        and the stream's state.
+
+        Example:
+            >>> import chute
+            >>> list(chute.MapDataset.range(10).to_iter_dataset().limit(3))
+            [0, 1, 2]
+        """
+        count = check_int(count, "count", "IterDataset.limit")
+        return self._grain_then(LimitIter, stage("limit", count=count), count)
