@@ -2,8 +2,18 @@
 
 import pytest
 
-from chute_samplers import LimitIter, RepeatIter, SequentialIter
-from chute_sources import InvalidStateError
+from chute_samplers import (
+    ConcatenateIter,
+    ConcatenateMap,
+    LimitIter,
+    RepeatIter,
+    RepeatMap,
+    SequentialIter,
+    ShuffleMap,
+    ZipIter,
+    ZipMap,
+)
+from chute_sources import DROPPED, InvalidStateError
 from chute_sources.testing import assert_resumes
 
 
@@ -75,4 +85,54 @@ def test_limit_refuses_a_count_past_its_limit():
     assert str(caught.value) == (
         "LimitIter(count=2): state['count'] = 3 is past the limit 2; the state belongs to "
         "another pipeline."
+    )
+
+
+def test_zip_of_streams_stops_at_the_shortest_and_resumes():
+    make = lambda: ZipIter([SequentialIter(range(4)), SequentialIter(list("abc"))])  # noqa: E731
+    assert_resumes(make, expected=[(0, "a"), (1, "b"), (2, "c")])
+
+
+def test_zip_of_nodes_takes_the_shortest_and_drops_a_position_any_parent_dropped():
+    node = ZipMap([range(4), [10, DROPPED, 12]])
+    assert len(node) == 3
+    assert list(node) == [(0, 10), (2, 12)]
+    assert node[1] is DROPPED
+    assert_resumes(lambda: SequentialIter(node), expected=[(0, 10), (2, 12)])
+
+
+def test_concatenate_streams_resumes_across_the_boundary():
+    make = lambda: ConcatenateIter(  # noqa: E731
+        [SequentialIter(["a", "b"]), SequentialIter([]), SequentialIter(["c"])]
+    )
+    assert_resumes(make, epoch_length=2, expected=["a", "b", "c"])
+    it = make()
+    assert [(x, it.origin) for x in it] == [("a", (0, 0)), ("b", (0, 1)), ("c", (2, 0))]
+
+
+def test_concatenate_nodes_reads_each_position_from_its_parent_in_one_call_each():
+    node = ConcatenateMap([range(3), ShuffleMap(range(10, 14), seed=0), ["z"]])
+    assert len(node) == 8
+    assert node.__getitems__([7, 0, 4, 2]) == ["z", 0, node[4], 2]
+    assert sorted(list(node)[3:7]) == [10, 11, 12, 13]
+    assert node.locate(3) == (1, 0)
+    assert_resumes(lambda: SequentialIter(node), expected=list(node))
+
+
+def test_concatenate_refuses_an_endless_parent():
+    with pytest.raises(ValueError) as caught:
+        ConcatenateMap([range(2), RepeatMap(range(2), None)])
+    assert str(caught.value) == (
+        "ConcatenateMap: parents[1] is endless (len sys.maxsize), so the parents after it "
+        "would never be reached; repeat after concatenating."
+    )
+
+
+def test_zip_and_concatenate_refuse_states_of_another_shape():
+    it = ConcatenateIter([SequentialIter([1]), SequentialIter([2])])
+    with pytest.raises(InvalidStateError) as caught:
+        it.set_state({"current": 0, "parents": [{"position": 0}]})
+    assert str(caught.value) == (
+        "ConcatenateIter(2 parents): state['parents'] must list 2 states (dicts), one per "
+        "parent; got [{'position': 0}]."
     )

@@ -95,3 +95,91 @@ def test_map_dataset_limit_is_a_slice_of_the_first_elements():
     assert len(ds) == 3
     assert len(MapDataset.range(2).limit(5)) == 2
     assert repr(ds).endswith(".limit(count=3)")
+
+
+# --- zip ----------------------------------------------------------------------------
+
+
+def test_map_dataset_zip_gives_tuples_up_to_the_shortest():
+    ds = MapDataset.zip(MapDataset.range(4), MapDataset.source(["a", "b", "c"]))
+    assert len(ds) == 3
+    assert ds[2] == (2, "c")
+    assert list(MapDataset.zip([MapDataset.range(2), MapDataset.range(5, 7)])) == [(0, 5), (1, 6)]
+    print_form = repr(ds).splitlines()
+    assert print_form[:2] == ["MapDataset", "  zip()"]
+
+
+def test_map_dataset_zip_gives_the_same_stream_with_0_and_2_workers():
+    def make(workers):
+        ds = MapDataset.zip(MapDataset.range(10), MapDataset.range(10).shuffle(seed=3))
+        return ds.to_iter_dataset().mp_prefetch(num_workers=workers, chunk_size=3)
+
+    out = _same_with_workers(make)
+    assert [a for a, _ in out] == list(range(10))
+    assert sorted(b for _, b in out) == list(range(10))
+
+
+def test_iter_dataset_zip_stops_at_the_shortest_and_resumes():
+    ds = IterDataset.zip(_stream(), MapDataset.source(list("abcd")))
+    assert list(ds) == [(-1, "a"), (-3, "b"), (-5, "c"), (-7, "d")]
+    assert_resumes(ds.iter)
+
+
+def test_iter_dataset_zip_of_prefetched_streams_is_the_same_with_0_and_2_workers():
+    def make(workers):
+        return IterDataset.zip(
+            _stream().mp_prefetch(num_workers=workers, chunk_size=2), _stream(8).batch(2)
+        )
+
+    out = _same_with_workers(make)
+    assert [(a, b.tolist()) for a, b in out] == [(-1, [-1, -3]), (-3, [-5, -7])]
+
+
+def test_zip_and_concatenate_refuse_no_datasets_and_a_non_list():
+    for call, owner in [
+        (MapDataset.zip, "MapDataset.zip"),
+        (IterDataset.zip, "IterDataset.zip"),
+        (lambda: MapDataset.concatenate([]), "MapDataset.concatenate"),
+        (lambda: IterDataset.concatenate([]), "IterDataset.concatenate"),
+    ]:
+        with pytest.raises(ValueError) as caught:
+            call()
+        assert str(caught.value) == f"{owner} needs at least one dataset."
+    with pytest.raises(TypeError) as caught:
+        IterDataset.concatenate(_stream())
+    assert str(caught.value) == (
+        "IterDataset.concatenate takes a list of datasets, got IterDataset; e.g. "
+        "IterDataset.concatenate([a, b])."
+    )
+
+
+# --- concatenate --------------------------------------------------------------------
+
+
+def test_map_dataset_concatenate_gives_random_access_over_the_parts():
+    ds = MapDataset.concatenate([MapDataset.range(3), MapDataset.source(["a", "b"])])
+    assert len(ds) == 5
+    assert [ds[4], ds[0], ds[-3]] == ["b", 0, 2]
+    assert list(ds[2:4]) == [2, "a"]
+    assert list(ds.shuffle(seed=0).limit(5)) != list(ds)
+    assert sorted(map(str, ds.shuffle(seed=0))) == ["0", "1", "2", "a", "b"]
+
+
+def test_map_dataset_concatenate_gives_the_same_stream_with_0_and_2_workers():
+    def make(workers):
+        ds = MapDataset.concatenate([MapDataset.range(5), MapDataset.range(100, 103)])
+        return ds.to_iter_dataset().mp_prefetch(num_workers=workers, chunk_size=3)
+
+    assert _same_with_workers(make) == [0, 1, 2, 3, 4, 100, 101, 102]
+
+
+def test_iter_dataset_concatenate_reads_the_streams_one_after_another():
+    ds = IterDataset.concatenate([_stream(6), MapDataset.range(2), _stream(4)])
+    assert list(ds) == [-1, -3, -5, 0, 1, -1, -3]
+    assert_resumes(ds.iter, epoch_length=3)
+
+    def make(workers):
+        first = _stream(6).mp_prefetch(num_workers=workers, chunk_size=2)
+        return IterDataset.concatenate([first, _stream(4)])
+
+    assert _same_with_workers(make) == [-1, -3, -5, -1, -3]

@@ -15,6 +15,8 @@ Example:
     True
 """
 
+from ._concatenate import ConcatenateIter as ConcatenateIter
+from ._concatenate import ConcatenateMap as ConcatenateMap
 from ._index_sampler import IndexSampler as IndexSampler
 from ._index_sampler import IndexSamplerIterator as IndexSamplerIterator
 from ._interleave import InterleaveIter as InterleaveIter
@@ -43,8 +45,12 @@ from ._shard_options import ShardOptions as ShardOptions
 from ._shuffle import ShuffleMap as ShuffleMap
 from ._slice import SliceMap as SliceMap
 from ._window_shuffle import WindowShuffleIter as WindowShuffleIter
+from ._zip import ZipIter as ZipIter
+from ._zip import ZipMap as ZipMap
 
 __all__ = [
+    "ConcatenateIter",
+    "ConcatenateMap",
     "ENDLESS",
     "EpochArray",
     "IndexSampler",
@@ -68,6 +74,8 @@ __all__ = [
     "ShuffleMap",
     "SliceMap",
     "WindowShuffleIter",
+    "ZipIter",
+    "ZipMap",
     "fetch",
     "node_epoch_length",
     "record_rng",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from chute_samplers import LimitIter, RepeatIter
+from chute_samplers import ConcatenateIter, LimitIter, RepeatIter, ZipIter
 
 from ._args import check_int, check_optional_int
-from ._factories import Factory, OpFactory
+from ._coerce import as_iter_dataset
+from ._factories import Factory, JoinFactory, OpFactory
 from ._pipeline import Stage, stage
 
 if TYPE_CHECKING:
@@ -62,3 +64,62 @@ class GrainIterMixin(Generic[T]):
         """
         count = check_int(count, "count", "IterDataset.limit")
         return self._grain_then(LimitIter, stage("limit", count=count), count)
+
+    @staticmethod
+    def zip(*datasets: Any) -> IterDataset[tuple[Any, ...]]:
+        """Tuples of the streams' elements read side by side, until one of them ends.
+
+        As Grain's `ZipIterDataset`; a static method: `IterDataset.zip(a, b)` (or of a
+        list, `IterDataset.zip([a, b])`). A
+        `MapDataset` is read in order. The state holds each stream's state.
+
+        Example:
+            >>> import chute
+            >>> a = chute.MapDataset.range(3).to_iter_dataset()
+            >>> b = chute.MapDataset.source(["x", "y"]).to_iter_dataset()
+            >>> list(chute.IterDataset.zip(a, b))
+            [(0, 'x'), (1, 'y')]
+        """
+        if len(datasets) == 1 and isinstance(datasets[0], list | tuple):
+            datasets = tuple(datasets[0])  # Grain's spelling: ZipIterDataset([a, b]).
+        return _join(datasets, ZipIter, "zip", "IterDataset.zip")
+
+    @staticmethod
+    def concatenate(datasets: Sequence[Any]) -> IterDataset[Any]:
+        """Every element of `datasets[0]`, then of `datasets[1]`, ...
+
+        A `MapDataset` is read in order. The state is which stream is being read and
+        each stream's state.
+
+        Example:
+            >>> import chute
+            >>> a, b = chute.MapDataset.range(2), chute.MapDataset.range(5, 7)
+            >>> list(chute.IterDataset.concatenate([a.to_iter_dataset(), b]))
+            [0, 1, 5, 6]
+        """
+        return _join(
+            _listed(datasets, "IterDataset.concatenate"),
+            ConcatenateIter,
+            "concatenate",
+            "IterDataset.concatenate",
+        )
+
+
+def _listed(datasets: Any, owner: str) -> Sequence[Any]:
+    """`datasets` if it is a list or tuple, else a clear error."""
+    if not isinstance(datasets, list | tuple):
+        raise TypeError(
+            f"{owner} takes a list of datasets, got {type(datasets).__name__}; e.g. "
+            f"{owner}([a, b])."
+        )
+    return datasets
+
+
+def _join(datasets: Sequence[Any], op: Any, name: str, owner: str) -> IterDataset[Any]:
+    from ._iter_dataset import IterDataset
+
+    if not datasets:
+        raise ValueError(f"{owner} needs at least one dataset.")
+    checked = [as_iter_dataset(d) for d in datasets]
+    item = Stage(name, (), tuple(d._stages for d in checked))
+    return IterDataset(JoinFactory([d._factory for d in checked], op, item))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from chute_samplers import SliceMap
+from chute_samplers import ConcatenateMap, SliceMap, ZipMap
 from chute_sources import RandomAccessDataSource
 
 from ._args import check_int
@@ -38,3 +39,57 @@ class GrainMapMixin(Generic[T]):
         """
         count = check_int(count, "count", "MapDataset.limit")
         return self._then(SliceMap(self._node, slice(0, count)), stage("limit", count=count))
+
+    @staticmethod
+    def zip(*datasets: Any) -> MapDataset[tuple[Any, ...]]:
+        """Position `i` is the tuple of the datasets' elements at `i`: `MapDataset.zip(a, b)`.
+
+        The length is the shortest dataset's (Grain's `ZipMapDataset` refuses datasets
+        of different lengths; equal lengths give the same). A position that one of
+        the datasets filtered out is left out.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.zip(chute.MapDataset.range(3), ["a", "b"])
+            >>> len(ds), ds[1], list(ds)
+            (2, (1, 'b'), [(0, 'a'), (1, 'b')])
+        """
+        from ._map_dataset import MapDataset
+
+        if len(datasets) == 1 and isinstance(datasets[0], list | tuple):
+            datasets = tuple(datasets[0])  # Grain's spelling: ZipMapDataset([a, b]).
+        checked = _sources(datasets, "MapDataset.zip")
+        item = Stage("zip", (), tuple(d._stages for d in checked))
+        return MapDataset(ZipMap([d._node for d in checked]), stages=(item,))
+
+    @staticmethod
+    def concatenate(datasets: Sequence[Any]) -> MapDataset[Any]:
+        """Random access over the positions of `datasets[0]`, then `datasets[1]`, ...
+
+        As Grain's `MapDataset.concatenate`; endless (repeated) datasets are refused:
+        repeat after concatenating.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.concatenate([chute.MapDataset.range(2), ["a", "b"]])
+            >>> len(ds), ds[2], list(ds)
+            (4, 'a', [0, 1, 'a', 'b'])
+        """
+        from ._map_dataset import MapDataset
+
+        if not isinstance(datasets, list | tuple):
+            raise TypeError(
+                "MapDataset.concatenate takes a list of datasets, got "
+                f"{type(datasets).__name__}; e.g. MapDataset.concatenate([a, b])."
+            )
+        checked = _sources(datasets, "MapDataset.concatenate")
+        item = Stage("concatenate", (), tuple(d._stages for d in checked))
+        return MapDataset(ConcatenateMap([d._node for d in checked]), stages=(item,))
+
+
+def _sources(datasets: Sequence[Any], owner: str) -> list[MapDataset[Any]]:
+    from ._map_dataset import MapDataset
+
+    if not datasets:
+        raise ValueError(f"{owner} needs at least one dataset.")
+    return [MapDataset.source(d) for d in datasets]

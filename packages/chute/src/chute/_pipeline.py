@@ -82,6 +82,8 @@ _FLUENT_OPS = {
     # Grain's operations (`_iter_grain.py`, `_map_grain.py`). A limit keeps the
     # positions it yields but ends early, like a slice: not element-wise.
     "limit": StageTraits(),
+    "zip": StageTraits(),
+    "concatenate": StageTraits(),
 }
 for _op, _traits in _FLUENT_OPS.items():
     declare_stage(_op, _traits)
