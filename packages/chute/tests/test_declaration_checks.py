@@ -46,6 +46,7 @@ INTEGER_ARGUMENTS: list[tuple[str, str, int, int, Callable[[Any], Any]]] = [
     ("MapDataset.batch", "batch_size", 1, 2**62, lambda v: _M.batch(v)),
     ("flat_map", "max_fan_out", 1, 2**40, lambda v: _M.flat_map(lambda x: [x], max_fan_out=v)),
     ("IterDataset.batch", "batch_size", 1, 2**62, lambda v: _I.batch(v)),
+    ("IterDataset.rebatch", "batch_size", 1, 2**62, lambda v: _I.batch(2).rebatch(v)),
     ("IterDataset.window_shuffle", "window_size", 1, 2**62, lambda v: _I.window_shuffle(v, 0)),
     ("IterDataset.pack", "length", 1, 2**62, lambda v: _I.pack(v)),
     ("IterDataset.pack", "length", 1, 2**62, lambda v: _I.pack(v, method="concat_split")),

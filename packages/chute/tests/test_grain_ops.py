@@ -11,6 +11,7 @@ import operator
 
 import pytest
 
+import chute
 from chute import IterDataset, MapDataset
 from chute_sources.testing import assert_resumes
 
@@ -183,3 +184,47 @@ def test_iter_dataset_concatenate_reads_the_streams_one_after_another():
         return IterDataset.concatenate([first, _stream(4)])
 
     assert _same_with_workers(make) == [-1, -3, -5, -1, -3]
+
+
+# --- rebatch ------------------------------------------------------------------------
+
+
+def test_rebatch_recuts_batches_and_resumes():
+    ds = MapDataset.range(10).to_iter_dataset().batch(4).rebatch(3)
+    assert [b.tolist() for b in ds] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
+    dropped = MapDataset.range(10).to_iter_dataset().batch(4).rebatch(3, drop_remainder=True)
+    assert [b.tolist() for b in dropped] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    assert_resumes(ds.iter)
+
+
+def test_rebatch_after_workers_is_the_same_with_0_and_2_workers():
+    def make(workers):
+        ds = MapDataset.range(20).map(lambda x: {"x": x}).to_iter_dataset()
+        return ds.mp_prefetch(num_workers=workers, chunk_size=5).batch(5).rebatch(3)
+
+    out = _same_with_workers(make)
+    assert [b["x"].tolist() for b in out] == [
+        list(range(a, min(a + 3, 20))) for a in range(0, 20, 3)
+    ]
+
+
+def test_rebatch_refuses_bad_arguments():
+    with pytest.raises(chute.ArgumentTypeError) as caught:
+        _stream().batch(2).rebatch(2, drop_remainder=1)
+    assert str(caught.value) == "RebatchIter: drop_remainder must be a bool, got int 1."
+
+
+# --- unbatch (MapDataset) -----------------------------------------------------------
+
+
+def test_map_dataset_unbatch_gives_random_access_to_the_rows():
+    ds = MapDataset.range(7).batch(3).unbatch()
+    assert len(ds) == 7
+    assert [int(ds[i]) for i in (6, 0, 4)] == [6, 0, 4]
+    shuffled = ds.shuffle(seed=1)
+    assert sorted(int(x) for x in shuffled) == list(range(7))
+
+    def make(workers):
+        return shuffled.to_iter_dataset().mp_prefetch(num_workers=workers, chunk_size=2)
+
+    assert [int(x) for x in _same_with_workers(make)] == [int(x) for x in shuffled]

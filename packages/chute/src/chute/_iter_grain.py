@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from chute_samplers import ConcatenateIter, LimitIter, RepeatIter, ZipIter
+from chute_transforms import RebatchIter
 
 from ._args import check_int, check_optional_int
 from ._coerce import as_iter_dataset
-from ._factories import Factory, JoinFactory, OpFactory
+from ._factories import EmptyIterator, Factory, JoinFactory, OpFactory
 from ._pipeline import Stage, stage
 
 if TYPE_CHECKING:
@@ -64,6 +65,26 @@ class GrainIterMixin(Generic[T]):
         """
         count = check_int(count, "count", "IterDataset.limit")
         return self._grain_then(LimitIter, stage("limit", count=count), count)
+
+    def rebatch(self, batch_size: int, drop_remainder: bool = False) -> IterDataset[Any]:
+        """Cuts the stream's batches again into batches of `batch_size` rows.
+
+        Batches are pytrees whose leaves share a leading batch dimension (what `batch`
+        makes). Rows are sliced out of the input batches and joined only where an
+        output spans two inputs, never unbatched one by one. The last batch is short
+        unless `drop_remainder`. The state is the stream's state before the input
+        batch being cut and the rows of it already used: a restore re-reads one batch.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.range(7).to_iter_dataset().batch(3)
+            >>> [b.tolist() for b in ds.rebatch(2)]
+            [[0, 1], [2, 3], [4, 5], [6]]
+        """
+        batch_size = check_int(batch_size, "batch_size", "IterDataset.rebatch", minimum=1)
+        RebatchIter(EmptyIterator(), batch_size, drop_remainder)  # Its checks, now.
+        item = stage("rebatch", batch_size=batch_size, drop_remainder=drop_remainder)
+        return self._grain_then(RebatchIter, item, batch_size, drop_remainder)
 
     @staticmethod
     def zip(*datasets: Any) -> IterDataset[tuple[Any, ...]]:

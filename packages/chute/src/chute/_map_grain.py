@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from chute_samplers import ConcatenateMap, SliceMap, ZipMap
 from chute_sources import RandomAccessDataSource
+from chute_transforms import UnbatchMap
 
 from ._args import check_int
 from ._pipeline import Stage, stage
@@ -39,6 +40,25 @@ class GrainMapMixin(Generic[T]):
         """
         count = check_int(count, "count", "MapDataset.limit")
         return self._then(SliceMap(self._node, slice(0, count)), stage("limit", count=count))
+
+    def unbatch(self) -> MapDataset[Any]:
+        """Random access to the rows of the batches: position `i` is the `i`-th row.
+
+        Needs each batch's row count. Right after `batch` (no `filter` before it, no
+        `pad` or `batch_fn`) they are arithmetic. Otherwise the first `len()` or read
+        counts them by reading every batch once (a full pass), and keeps one int64
+        per batch in memory (`chute_transforms.UnbatchMap`).
+
+        Example:
+            >>> import chute, numpy as np
+            >>> ds = chute.MapDataset.range(5).batch(2).unbatch()
+            >>> len(ds), int(ds[3])
+            (5, 3)
+            >>> ragged = chute.MapDataset.source([np.arange(3), np.arange(5, 6)]).unbatch()
+            >>> [int(x) for x in ragged]
+            [0, 1, 2, 5]
+        """
+        return self._then(UnbatchMap(self._node), stage("unbatch"))
 
     @staticmethod
     def zip(*datasets: Any) -> MapDataset[tuple[Any, ...]]:

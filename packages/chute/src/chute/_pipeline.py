@@ -83,6 +83,7 @@ _FLUENT_OPS = {
     # positions it yields but ends early, like a slice: not element-wise.
     "limit": StageTraits(),
     "zip": StageTraits(),
+    "rebatch": StageTraits(),
     "concatenate": StageTraits(),
 }
 for _op, _traits in _FLUENT_OPS.items():
