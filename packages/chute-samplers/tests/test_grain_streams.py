@@ -3,6 +3,8 @@
 import pytest
 
 from chute_samplers import (
+    CacheIter,
+    CacheMap,
     ConcatenateIter,
     ConcatenateMap,
     LimitIter,
@@ -136,3 +138,58 @@ def test_zip_and_concatenate_refuse_states_of_another_shape():
         "ConcatenateIter(2 parents): state['parents'] must list 2 states (dicts), one per "
         "parent; got [{'position': 0}]."
     )
+
+
+class _Counting(SequentialIter):
+    """A stream that counts the elements it has produced (to see the cache replay)."""
+
+    produced = 0
+
+    def __next__(self):
+        element = super().__next__()
+        type(self).produced += 1
+        return element
+
+
+def test_cache_replays_the_first_pass_under_a_repeat_without_reading_again():
+    _Counting.produced = 0
+    it = RepeatIter(CacheIter(_Counting(["a", "b", "c"])), 3)
+    assert list(it) == list("abc") * 3
+    assert _Counting.produced == 3
+
+
+def test_a_repeated_cache_resumes_at_every_position_also_into_a_fresh_iterator():
+    assert_resumes(
+        lambda: RepeatIter(CacheIter(SequentialIter(["a", "b", "c"])), 3),
+        epoch_length=3,
+        expected=list("abc") * 3,
+    )
+    assert_resumes(lambda: CacheIter(SequentialIter([1, 2])), expected=[1, 2])
+
+
+def test_cache_refuses_a_position_past_the_stream():
+    it = CacheIter(SequentialIter([1, 2]))
+    with pytest.raises(InvalidStateError) as caught:
+        it.set_state({"parent": {"position": 2}, "position": 5, "filled": False})
+    assert str(caught.value) == (
+        "CacheIter(2 cached, filled=False): the state is at element 5, but the stream has 2; "
+        "the state belongs to another pipeline."
+    )
+
+
+def test_cache_map_reads_each_position_once_in_epoch_0():
+    reads = []
+
+    class Source:
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, index):
+            reads.append(index)
+            return index
+
+    node = RepeatMap(CacheMap(Source()), 2)
+    assert node.__getitems__([5, 1, 0, 4]) == [1, 1, 0, 0]
+    assert sorted(reads) == [0, 1]
+    assert list(node) == [0, 1, 2, 3] * 2
+    assert sorted(reads) == [0, 1, 2, 3]

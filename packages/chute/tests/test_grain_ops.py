@@ -228,3 +228,44 @@ def test_map_dataset_unbatch_gives_random_access_to_the_rows():
         return shuffled.to_iter_dataset().mp_prefetch(num_workers=workers, chunk_size=2)
 
     assert [int(x) for x in _same_with_workers(make)] == [int(x) for x in shuffled]
+
+
+# --- cache --------------------------------------------------------------------------
+
+
+class _Calls:
+    """A picklable map that records the elements it saw (in this process)."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def __call__(self, x: int) -> int:
+        self.seen.append(x)
+        return x
+
+
+def test_iter_dataset_cache_replays_the_first_pass_and_resumes():
+    calls = _Calls()
+    ds = MapDataset.range(4).to_iter_dataset().map(calls).filter(_odd).cache().repeat(3)
+    assert list(ds) == [1, 3] * 3
+    assert calls.seen == [0, 1, 2, 3]
+    assert_resumes(ds.iter, epoch_length=2, expected=[1, 3] * 3)
+
+
+def test_iter_dataset_cache_after_workers_is_the_same_with_0_and_2_workers():
+    def make(workers):
+        return _stream().mp_prefetch(num_workers=workers, chunk_size=2).cache().repeat(2)
+
+    assert _same_with_workers(make) == [-1, -3, -5, -7, -9, -11] * 2
+
+
+def test_map_dataset_cache_reads_each_position_once():
+    calls = _Calls()
+    ds = MapDataset.range(5).map(calls).cache()
+    assert list(ds.shuffle(seed=0).repeat(2))[:5] != list(range(5))
+    assert sorted(calls.seen) == [0, 1, 2, 3, 4]
+
+    def make(workers):
+        return ds.repeat(2).to_iter_dataset().mp_prefetch(num_workers=workers, chunk_size=2)
+
+    assert _same_with_workers(make) == [0, 1, 2, 3, 4] * 2

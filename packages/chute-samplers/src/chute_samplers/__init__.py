@@ -15,6 +15,8 @@ Example:
     True
 """
 
+from ._cache import CacheIter as CacheIter
+from ._cache import CacheMap as CacheMap
 from ._concatenate import ConcatenateIter as ConcatenateIter
 from ._concatenate import ConcatenateMap as ConcatenateMap
 from ._index_sampler import IndexSampler as IndexSampler
@@ -49,6 +51,8 @@ from ._zip import ZipIter as ZipIter
 from ._zip import ZipMap as ZipMap
 
 __all__ = [
+    "CacheIter",
+    "CacheMap",
     "ConcatenateIter",
     "ConcatenateMap",
     "ENDLESS",

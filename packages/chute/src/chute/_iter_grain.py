@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from chute_samplers import ConcatenateIter, LimitIter, RepeatIter, ZipIter
+from chute_samplers import CacheIter, ConcatenateIter, LimitIter, RepeatIter, ZipIter
 from chute_transforms import RebatchIter
 
 from ._args import check_int, check_optional_int
@@ -85,6 +85,25 @@ class GrainIterMixin(Generic[T]):
         RebatchIter(EmptyIterator(), batch_size, drop_remainder)  # Its checks, now.
         item = stage("rebatch", batch_size=batch_size, drop_remainder=drop_remainder)
         return self._grain_then(RebatchIter, item, batch_size, drop_remainder)
+
+    def cache(self) -> IterDataset[T]:
+        """Keeps the stream's first pass in memory and replays it when repeated.
+
+        Memory: every element of the stream (its whole first pass) stays in each
+        iterator for that iterator's lifetime, so cache only a stream that fits.
+        After the first pass, `repeat()` after the cache replays the elements from
+        memory without running the stages before it again (as Grain's
+        `CacheIterDataset`). The state holds positions only: restored into a new
+        iterator, the cache is rebuilt by reading the stream again up to there.
+
+        Example:
+            >>> import chute
+            >>> calls = []
+            >>> ds = chute.MapDataset.range(3).to_iter_dataset().map(lambda x: calls.append(x) or x)
+            >>> list(ds.cache().repeat(2)), calls
+            ([0, 1, 2, 0, 1, 2], [0, 1, 2])
+        """
+        return self._grain_then(CacheIter, stage("cache"))
 
     @staticmethod
     def zip(*datasets: Any) -> IterDataset[tuple[Any, ...]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from chute_samplers import ConcatenateMap, SliceMap, ZipMap
+from chute_samplers import CacheMap, ConcatenateMap, SliceMap, ZipMap
 from chute_sources import RandomAccessDataSource
 from chute_transforms import UnbatchMap
 
@@ -40,6 +40,24 @@ class GrainMapMixin(Generic[T]):
         """
         count = check_int(count, "count", "MapDataset.limit")
         return self._then(SliceMap(self._node, slice(0, count)), stage("limit", count=count))
+
+    def cache(self) -> MapDataset[T]:
+        """Keeps each element in memory, by position, once it has been read.
+
+        Memory: every element read so far, up to the whole dataset, stays in memory
+        for the dataset's lifetime (a dict by position); worker processes each hold
+        their own copy of what they read. The stages before the cache run once per
+        position: a random stage before it is drawn once (in epoch 0), not anew per
+        epoch; a shuffle after it still reorders every epoch.
+
+        Example:
+            >>> import chute
+            >>> calls = []
+            >>> ds = chute.MapDataset.range(3).map(lambda x: calls.append(x) or x).cache()
+            >>> list(ds.repeat(2)), calls
+            ([0, 1, 2, 0, 1, 2], [0, 1, 2])
+        """
+        return self._then(CacheMap(self._node), stage("cache"))
 
     def unbatch(self) -> MapDataset[Any]:
         """Random access to the rows of the batches: position `i` is the `i`-th row.

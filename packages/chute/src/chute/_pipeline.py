@@ -84,6 +84,7 @@ _FLUENT_OPS = {
     "limit": StageTraits(),
     "zip": StageTraits(),
     "rebatch": StageTraits(),
+    "cache": StageTraits(),
     "concatenate": StageTraits(),
 }
 for _op, _traits in _FLUENT_OPS.items():
