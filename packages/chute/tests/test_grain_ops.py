@@ -269,3 +269,57 @@ def test_map_dataset_cache_reads_each_position_once():
         return ds.repeat(2).to_iter_dataset().mp_prefetch(num_workers=workers, chunk_size=2)
 
     assert _same_with_workers(make) == [0, 1, 2, 3, 4] * 2
+
+
+# --- apply --------------------------------------------------------------------------
+
+
+class _Neg(chute.MapTransform):
+    def map(self, x):
+        return -x
+
+
+class _KeepEven(chute.FilterTransform):
+    def filter(self, x):
+        return x % 2 == 0
+
+
+class _Twice(chute.FlatMapTransform):
+    max_fan_out = 2
+
+    def flat_map(self, x):
+        return [x, x]
+
+
+class _Jitter(chute.RandomMapTransform):
+    def random_map(self, x, rng):
+        return x + int(rng.integers(100)) * 1000
+
+
+@pytest.mark.parametrize("kind", ["map", "iter"])
+def test_apply_runs_each_transform_as_its_op_in_order(kind):
+    base = MapDataset.range(6).seed(0)
+    ds = base if kind == "map" else base.to_iter_dataset()
+    steps = [_KeepEven(), _Neg(), _Twice(), _Jitter()]
+    expected = ds.filter(steps[0]).map(steps[1]).flat_map(steps[2]).random_map(steps[3])
+    if kind == "map":
+        expected = ds.filter(steps[0]).map(steps[1]).flat_map(steps[2], max_fan_out=2)
+        expected = expected.random_map(steps[3])
+    applied = ds.apply(steps)
+    assert list(applied) == list(expected)
+    assert repr(applied) == repr(expected)
+    batched = ds.apply(_Neg()).apply([chute.BatchTransform(4, drop_remainder=True)])
+    assert [b.tolist() for b in batched] == [[0, -1, -2, -3]]
+
+
+@pytest.mark.parametrize("owner", ["MapDataset.apply", "IterDataset.apply"])
+def test_apply_refuses_an_object_that_is_not_a_transform(owner):
+    ds = MapDataset.range(3) if owner.startswith("Map") else _stream()
+    with pytest.raises(chute.ArgumentTypeError) as caught:
+        ds.apply([_Neg(), operator.neg])
+    assert str(caught.value) == (
+        f"{owner}: transformations[1] must be a MapTransform, RandomMapTransform, "
+        "FilterTransform, FlatMapTransform, MapWithIndexTransform or BatchTransform (from "
+        "chute), got builtin_function_or_method; for a plain function use map, filter, ... "
+        "directly."
+    )

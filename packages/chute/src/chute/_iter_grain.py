@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from chute_samplers import CacheIter, ConcatenateIter, LimitIter, RepeatIter, ZipIter
 from chute_transforms import RebatchIter
 
+from ._apply import apply_transforms
 from ._args import check_int, check_optional_int
 from ._coerce import as_iter_dataset
 from ._factories import EmptyIterator, Factory, JoinFactory, OpFactory
@@ -104,6 +105,26 @@ class GrainIterMixin(Generic[T]):
             ([0, 1, 2, 0, 1, 2], [0, 1, 2])
         """
         return self._grain_then(CacheIter, stage("cache"))
+
+    def apply(self, transformations: Any) -> IterDataset[Any]:
+        """Applies a transform object, or a list of them in order, each by its op.
+
+        `MapTransform` -> `map`, `RandomMapTransform` -> `random_map` (the pipeline's
+        seed), `FilterTransform` -> `filter`, `FlatMapTransform` -> `flat_map`,
+        `MapWithIndexTransform` -> `map_with_index`, `BatchTransform` -> `batch`.
+
+        Raises:
+            ArgumentTypeError: an object that is none of these (e.g. a plain function).
+
+        Example:
+            >>> import chute
+            >>> class AddOne(chute.MapTransform):
+            ...     def map(self, x): return x + 1
+            >>> ds = chute.MapDataset.range(5).to_iter_dataset()
+            >>> [b.tolist() for b in ds.apply([AddOne(), chute.BatchTransform(2)])]
+            [[1, 2], [3, 4], [5]]
+        """
+        return apply_transforms(self, transformations, "IterDataset.apply")  # type: ignore[no-any-return]
 
     @staticmethod
     def zip(*datasets: Any) -> IterDataset[tuple[Any, ...]]:

@@ -9,6 +9,7 @@ from chute_samplers import CacheMap, ConcatenateMap, SliceMap, ZipMap
 from chute_sources import RandomAccessDataSource
 from chute_transforms import UnbatchMap
 
+from ._apply import apply_transforms
 from ._args import check_int
 from ._pipeline import Stage, stage
 
@@ -77,6 +78,25 @@ class GrainMapMixin(Generic[T]):
             [0, 1, 2, 5]
         """
         return self._then(UnbatchMap(self._node), stage("unbatch"))
+
+    def apply(self, transformations: Any) -> MapDataset[Any]:
+        """Applies a transform object, or a list of them in order, each by its op.
+
+        `MapTransform` -> `map`, `RandomMapTransform` -> `random_map` (the pipeline's
+        seed), `FilterTransform` -> `filter`, `FlatMapTransform` -> `flat_map`,
+        `MapWithIndexTransform` -> `map_with_index`, `BatchTransform` -> `batch`.
+
+        Raises:
+            ArgumentTypeError: an object that is none of these (e.g. a plain function).
+
+        Example:
+            >>> import chute
+            >>> class Odd(chute.FilterTransform):
+            ...     def filter(self, x): return x % 2 == 1
+            >>> list(chute.MapDataset.range(6).apply(Odd()))
+            [1, 3, 5]
+        """
+        return apply_transforms(self, transformations, "MapDataset.apply")  # type: ignore[no-any-return]
 
     @staticmethod
     def zip(*datasets: Any) -> MapDataset[tuple[Any, ...]]:
