@@ -323,3 +323,57 @@ def test_apply_refuses_an_object_that_is_not_a_transform(owner):
         "chute), got builtin_function_or_method; for a plain function use map, filter, ... "
         "directly."
     )
+
+
+# --- start_prefetch -----------------------------------------------------------------
+
+
+class _Touch:
+    """A picklable map that creates `folder/<element>` when it runs (in any process)."""
+
+    def __init__(self, folder) -> None:
+        self.folder = folder
+
+    def __call__(self, x: int) -> int:
+        (self.folder / str(x)).touch()
+        return x
+
+
+def _wait_for(path, seconds=60.0):
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} was never created"
+        time.sleep(0.01)
+
+
+def test_start_prefetch_starts_worker_processes_before_the_first_next(tmp_path):
+    ds = MapDataset.range(8).to_iter_dataset().map(_Touch(tmp_path))
+    it = ds.mp_prefetch(num_workers=2, chunk_size=2).batch(2).iter()
+    it.start_prefetch()
+    it.start_prefetch()  # Idempotent.
+    _wait_for(tmp_path / "0")  # Run by a worker, though nothing was asked for yet.
+    assert [b.tolist() for b in it] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+
+
+def test_start_prefetch_starts_a_prefetch_thread_through_the_chain(tmp_path):
+    ds = MapDataset.range(4).to_iter_dataset().map(_Touch(tmp_path)).prefetch(2).repeat(2)
+    it = ds.iter(stats=True, progress=True)
+    it.start_prefetch()
+    _wait_for(tmp_path / "1")
+    assert list(it) == [0, 1, 2, 3] * 2
+
+
+def test_start_prefetch_is_a_no_op_without_prefetching_stages_and_keeps_states():
+    it = _stream().mp_prefetch(num_workers=0, chunk_size=2).batch(2).iter()
+    before = it.get_state()
+    it.start_prefetch()
+    assert it.get_state() == before
+    first = next(it).tolist()
+    state = it.get_state()
+    restored = _stream().mp_prefetch(num_workers=2, chunk_size=2).batch(2).iter()
+    restored.set_state(state)
+    restored.start_prefetch()
+    assert first == [-1, -3]
+    assert [b.tolist() for b in restored] == [[-5, -7], [-9, -11]]
