@@ -377,3 +377,24 @@ def test_start_prefetch_is_a_no_op_without_prefetching_stages_and_keeps_states()
     restored.start_prefetch()
     assert first == [-1, -3]
     assert [b.tolist() for b in restored] == [[-5, -7], [-9, -11]]
+
+
+# --- element_spec -------------------------------------------------------------------
+
+
+def test_element_spec_gives_shapes_and_dtypes_of_one_element_or_batch():
+    import numpy as np
+
+    ds = MapDataset.range(6).map(lambda i: {"x": np.full((2,), i, np.float32), "i": i})
+    spec = ds.element_spec
+    assert spec == {
+        "x": chute.ShapeDtypeStruct((2,), np.dtype("float32")),
+        "i": chute.ShapeDtypeStruct((), np.dtype("int64")),
+    }
+    assert ds.batch(4).element_spec["x"] == chute.ShapeDtypeStruct((4, 2), np.dtype("float32"))
+    stream = ds.to_iter_dataset().batch(3)
+    assert stream.element_spec["i"] == chute.ShapeDtypeStruct((3,), np.dtype("int64"))
+    assert MapDataset.range(3).filter(lambda x: x == 2).element_spec.shape == ()
+    with pytest.raises(ValueError) as caught:
+        _ = MapDataset.range(0).element_spec
+    assert str(caught.value) == "element_spec: the dataset has no element to read a spec from."

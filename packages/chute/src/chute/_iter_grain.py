@@ -11,6 +11,7 @@ from chute_transforms import RebatchIter
 from ._apply import apply_transforms
 from ._args import check_int, check_optional_int
 from ._coerce import as_iter_dataset
+from ._element_spec import spec_of
 from ._factories import EmptyIterator, Factory, JoinFactory, OpFactory
 from ._pipeline import Stage, stage
 
@@ -125,6 +126,28 @@ class GrainIterMixin(Generic[T]):
             [[1, 2], [3, 4], [5]]
         """
         return apply_transforms(self, transformations, "IterDataset.apply")  # type: ignore[no-any-return]
+
+    @property
+    def element_spec(self) -> Any:
+        """The shapes and dtypes of an element: a pytree of `chute.ShapeDtypeStruct`.
+
+        Computed from one element: the first of a new iterator (which runs the
+        pipeline, workers included, up to it; then the iterator is closed). After a
+        `batch`, the spec is the batch's, with its leading batch dimension. Grain
+        spells it `grain.experimental.get_element_spec(ds)`.
+
+        Example:
+            >>> import chute
+            >>> chute.MapDataset.range(5).to_iter_dataset().batch(2).element_spec
+            ShapeDtypeStruct(shape=(2,), dtype=dtype('int64'))
+        """
+        from ._iter_dataset import IterDataset
+
+        assert isinstance(self, IterDataset)
+        with self.iter() as iterator:
+            for element in iterator:
+                return spec_of(element)
+        raise ValueError("element_spec: the dataset has no element to read a spec from.")
 
     @staticmethod
     def zip(*datasets: Any) -> IterDataset[tuple[Any, ...]]:

@@ -11,6 +11,7 @@ from chute_transforms import UnbatchMap
 
 from ._apply import apply_transforms
 from ._args import check_int
+from ._element_spec import spec_of
 from ._pipeline import Stage, stage
 
 if TYPE_CHECKING:
@@ -97,6 +98,24 @@ class GrainMapMixin(Generic[T]):
             [1, 3, 5]
         """
         return apply_transforms(self, transformations, "MapDataset.apply")  # type: ignore[no-any-return]
+
+    @property
+    def element_spec(self) -> Any:
+        """The shapes and dtypes of an element: a pytree of `chute.ShapeDtypeStruct`.
+
+        Computed from one element: the first one present (element 0 unless a filter
+        dropped it), read through the whole pipeline. After a `batch`, the spec is the
+        batch's, with its leading batch dimension (of batch 0).
+
+        Example:
+            >>> import chute, numpy as np
+            >>> ds = chute.MapDataset.range(4).map(lambda i: {"x": np.zeros((2, 3), np.float32)})
+            >>> ds.batch(4).element_spec
+            {'x': ShapeDtypeStruct(shape=(4, 2, 3), dtype=dtype('float32'))}
+        """
+        for element in self:  # type: ignore[attr-defined]
+            return spec_of(element)
+        raise ValueError("element_spec: the dataset has no element to read a spec from.")
 
     @staticmethod
     def zip(*datasets: Any) -> MapDataset[tuple[Any, ...]]:
