@@ -303,16 +303,8 @@ class MultiprocessPrefetchIter(IterNode[Any]):
 
     def _receive(self, pool: WorkerPool, chunk: int) -> ChunkResult:
         workers = self._options.num_workers
-        ahead = workers * self._options.per_worker_buffer_size
         self._end_leases(pool)
-        if self._next_submit <= chunk:
-            self._next_submit = chunk  # After a restore, start at the wanted chunk.
-        while self._next_submit < min(chunk + ahead, self._plan.num_chunks):
-            target = self._next_submit
-            task = ("task", self._generation, target, self.replay_for(target))
-            pool.send(target % workers, task)
-            self._in_flight[target % workers].append((self._generation, target))
-            self._next_submit += 1
+        self._submit_ahead(pool, chunk)
         worker = chunk % workers
         while True:
             _, sent_chunk = self._in_flight[worker][0]  # Popped only once answered.
@@ -340,6 +332,30 @@ class MultiprocessPrefetchIter(IterNode[Any]):
                 # from the current chunk; answers still on their way are discarded.
                 self._restart()
                 raise
+
+    def _submit_ahead(self, pool: WorkerPool, chunk: int) -> None:
+        """Sends the workers the chunks from `chunk` on that are not yet in flight."""
+        workers = self._options.num_workers
+        ahead = workers * self._options.per_worker_buffer_size
+        if self._next_submit <= chunk:
+            self._next_submit = chunk  # After a restore, start at the wanted chunk.
+        while self._next_submit < min(chunk + ahead, self._plan.num_chunks):
+            target = self._next_submit
+            task = ("task", self._generation, target, self.replay_for(target))
+            pool.send(target % workers, task)
+            self._in_flight[target % workers].append((self._generation, target))
+            self._next_submit += 1
+
+    def start_prefetch(self) -> None:
+        """Starts the worker processes now and gives them the first chunks to run.
+
+        Otherwise they start at the first `next()`. Idempotent; nothing happens with
+        0 workers or at the end of the stream. The chunks run from the current state,
+        so call it after `set_state` when restoring.
+        """
+        idle = self._outputs is None and self._chunk < self._plan.num_chunks
+        if self._options.num_workers and idle:
+            self._submit_ahead(self._ensure_pool(), self._chunk)
 
     def _read(self, worker: int, message: SlabMessage) -> ChunkResult:
         """A result as views into the worker's slab (leased), or copied out of it."""

@@ -265,6 +265,9 @@ class RayPrefetchIter(MultiprocessPrefetchIter):
                     "iterator's state is still valid: restore it once the cluster is back."
                 )
 
+    def start_prefetch(self) -> None:
+        """Does nothing yet: Ray tasks are submitted at the first `next()`."""
+
     def _restart(self) -> None:
         super()._restart()
         self._tasks.cancel(self._generation)  # Their answers would be discarded.

@@ -107,6 +107,15 @@ class ThreadPrefetchIter(IterNode[T]):
             raise StopIteration
         raise value
 
+    def start_prefetch(self) -> None:
+        """Starts the producer thread now (if there is none), filling the buffer ahead.
+
+        The thread owns the parent from then on, so the call is not forwarded to it:
+        the parent's own work starts when the thread first asks it for an element.
+        """
+        if self._buffer_size and self._channel is None:
+            self._start()
+
     def _start(self) -> Channel:
         self._stop(None)  # A thread stopped earlier may still be inside next(parent).
         if self._parent_ahead:

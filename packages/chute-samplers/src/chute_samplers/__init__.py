@@ -15,11 +15,16 @@ Example:
     True
 """
 
+from ._cache import CacheIter as CacheIter
+from ._cache import CacheMap as CacheMap
+from ._concatenate import ConcatenateIter as ConcatenateIter
+from ._concatenate import ConcatenateMap as ConcatenateMap
 from ._index_sampler import IndexSampler as IndexSampler
 from ._index_sampler import IndexSamplerIterator as IndexSamplerIterator
 from ._interleave import InterleaveIter as InterleaveIter
 from ._iter_base import IterNode as IterNode
 from ._iter_base import upstream_iterators as upstream_iterators
+from ._limit import LimitIter as LimitIter
 from ._mix import MixMap as MixMap
 from ._mix_iter import MixIter as MixIter
 from ._node import ENDLESS as ENDLESS
@@ -30,6 +35,7 @@ from ._node import fetch as fetch
 from ._node import node_epoch_length as node_epoch_length
 from ._permutation import Permutation as Permutation
 from ._repeat import RepeatMap as RepeatMap
+from ._repeat_iter import RepeatIter as RepeatIter
 from ._rng import record_rng as record_rng
 from ._rng import record_rngs as record_rngs
 from ._schedule import MixSchedule as MixSchedule
@@ -41,14 +47,21 @@ from ._shard_options import ShardOptions as ShardOptions
 from ._shuffle import ShuffleMap as ShuffleMap
 from ._slice import SliceMap as SliceMap
 from ._window_shuffle import WindowShuffleIter as WindowShuffleIter
+from ._zip import ZipIter as ZipIter
+from ._zip import ZipMap as ZipMap
 
 __all__ = [
+    "CacheIter",
+    "CacheMap",
+    "ConcatenateIter",
+    "ConcatenateMap",
     "ENDLESS",
     "EpochArray",
     "IndexSampler",
     "IndexSamplerIterator",
     "InterleaveIter",
     "IterNode",
+    "LimitIter",
     "MapNode",
     "MixIter",
     "MixMap",
@@ -56,6 +69,7 @@ __all__ = [
     "NoSharding",
     "Permutation",
     "PositionArray",
+    "RepeatIter",
     "RepeatMap",
     "SelectFromMap",
     "SequentialIter",
@@ -64,6 +78,8 @@ __all__ = [
     "ShuffleMap",
     "SliceMap",
     "WindowShuffleIter",
+    "ZipIter",
+    "ZipMap",
     "fetch",
     "node_epoch_length",
     "record_rng",

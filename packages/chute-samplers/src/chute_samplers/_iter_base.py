@@ -106,6 +106,20 @@ class IterNode(abc.ABC, Generic[T]):
             if callable(close):
                 close()
 
+    def start_prefetch(self) -> None:
+        """Starts the background work behind this iterator now, before the first `next()`.
+
+        Worker processes and prefetch threads otherwise start at the first `next()`;
+        calling this first (e.g. right after restoring a checkpoint, before restoring
+        the model) hides their start-up. Idempotent; it changes no element or state,
+        and does nothing in a chain without prefetching stages. This default forwards
+        the call to the parents; iterators that own workers or threads start them.
+        """
+        for child in upstream_iterators(self):
+            start = getattr(child, "start_prefetch", None)
+            if callable(start):
+                start()
+
     def __enter__(self) -> IterNode[T]:
         return self
 

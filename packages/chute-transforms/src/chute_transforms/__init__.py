@@ -53,6 +53,7 @@ from ._map_ops import RandomMapMap as RandomMapMap
 from ._map_structure_ops import BatchMap as BatchMap
 from ._map_structure_ops import FlatMapMap as FlatMapMap
 from ._packing import PackedRow as PackedRow
+from ._rebatch import RebatchIter as RebatchIter
 from ._skip_errors import SkipErrorsIter as SkipErrorsIter
 from ._tokenize import Tokenize as Tokenize
 from ._transforms import BatchTransform as BatchTransform
@@ -61,6 +62,7 @@ from ._transforms import FlatMapTransform as FlatMapTransform
 from ._transforms import MapTransform as MapTransform
 from ._transforms import MapWithIndexTransform as MapWithIndexTransform
 from ._transforms import RandomMapTransform as RandomMapTransform
+from ._unbatch_map import UnbatchMap as UnbatchMap
 
 __all__ = [
     "BatchError",
@@ -91,10 +93,12 @@ __all__ = [
     "RandomMapIter",
     "RandomMapMap",
     "RandomMapTransform",
+    "RebatchIter",
     "SkipErrorsIter",
     "Tokenize",
     "TransformTypeError",
     "UnbatchIter",
+    "UnbatchMap",
     "as_filter_fn",
     "as_flat_map_fn",
     "as_map_fn",

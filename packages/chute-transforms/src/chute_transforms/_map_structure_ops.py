@@ -167,6 +167,30 @@ class BatchMap(_ElementOp[Any]):
         """The rows of every batch this node builds, `(start, stop)`."""
         return self._rows
 
+    @property
+    def padded(self) -> bool:
+        """Whether batches are `(batch, mask)` pairs (`pad=True`)."""
+        return self._pad
+
+    def batch_lengths(self) -> np.ndarray[Any, np.dtype[np.int64]] | None:
+        """The rows of each batch, when known without reading them; else None.
+
+        Known with no filter before, no `pad`, no `batch_fn` and all rows
+        (`UnbatchMap` reads them).
+
+        Example:
+            >>> BatchMap(range(5), 2).batch_lengths().tolist()
+            [2, 2, 1]
+        """
+        if self._parent_may_drop or self._pad or self._batch_fn is not None:
+            return None
+        if self._rows != (0, self._batch_size):
+            return None
+        lengths = np.full(len(self), self._batch_size, np.int64)
+        if len(lengths):
+            lengths[-1] = len(self._parent) - (len(lengths) - 1) * self._batch_size
+        return lengths
+
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[Any]:
         size, total = self._batch_size, len(self._parent)
         start, stop = self._rows

@@ -66,6 +66,7 @@ from chute_transforms import batch_elements as batch_elements
 from . import checkpoint as checkpoint
 from . import experimental as experimental
 from ._data_loader import DataLoader as DataLoader
+from ._element_spec import ShapeDtypeStruct as ShapeDtypeStruct
 from ._iter_dataset import IterDataset as IterDataset
 from ._map_dataset import MapDataset as MapDataset
 from ._version import __version__ as __version__
@@ -175,6 +176,7 @@ __all__ = [
     "RecordIndexError",
     "RecordMetadata",
     "SequenceSource",
+    "ShapeDtypeStruct",
     "ShardOptions",
     "SharedMemoryError",
     "SharedMemorySource",

@@ -35,6 +35,7 @@ __all__ = [
     "EmptyIterator",
     "Factory",
     "InterleaveFactory",
+    "JoinFactory",
     "MarkFactory",
     "MixFactory",
     "MultiprocessFactory",
@@ -278,6 +279,20 @@ class InterleaveFactory:
     def __call__(self) -> CheckpointableIterator[Any]:
         iterator = InterleaveIter(list(self.parents), self.cycle_length)
         return timed(iterator, "interleave")  # type: ignore[no-any-return]
+
+
+class JoinFactory:
+    """`op([parent() for parent in parents])`: one stream of several (zip, concatenate)."""
+
+    def __init__(self, parents: Sequence[Factory], op: Callable[..., Any], stage: Stage) -> None:
+        self.parents, self.op, self.stage = tuple(parents), op, stage
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return (self.stage,)
+
+    def __call__(self) -> CheckpointableIterator[Any]:
+        return timed(self.op([make() for make in self.parents]), self.stage.op)  # type: ignore[no-any-return]
 
 
 class EmptyIterator:

@@ -43,6 +43,7 @@ from ._factories import (
     SourceFactory,
     batch_step,
 )
+from ._iter_grain import GrainIterMixin
 from ._iter_pack import PackMixin
 from ._iter_workers import WorkersMixin
 from ._pipeline import (
@@ -63,7 +64,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class IterDataset(WorkersMixin[T], PackMixin, Generic[T]):
+class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
     """A stream of elements of type `T`; `iter(ds)` gives a checkpointable iterator.
 
     Usually made with `MapDataset.to_iter_dataset()`. Each method returns a new

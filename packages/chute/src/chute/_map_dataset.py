@@ -43,6 +43,7 @@ from chute_transforms import (
 )
 
 from ._args import check_int, check_optional_int, check_weights
+from ._map_grain import GrainMapMixin
 from ._pipeline import (
     Stage,
     check_pipeline_seed,
@@ -64,7 +65,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class MapDataset(Generic[T]):
+class MapDataset(GrainMapMixin[T], Generic[T]):
     """A dataset with a length and random access, whose elements have type `T`.
 
     Build one from a source (`MapDataset.source`, `MapDataset.range`) and chain

@@ -79,6 +79,13 @@ _FLUENT_OPS = {
     # Packing reads a variable number of elements per row: not element-wise, positions
     # not kept, and no `groups` parameter (that is a fixed count, for random access).
     "pack": StageTraits(),
+    # Grain's operations (`_iter_grain.py`, `_map_grain.py`). A limit keeps the
+    # positions it yields but ends early, like a slice: not element-wise.
+    "limit": StageTraits(),
+    "zip": StageTraits(),
+    "rebatch": StageTraits(),
+    "cache": StageTraits(),
+    "concatenate": StageTraits(),
 }
 for _op, _traits in _FLUENT_OPS.items():
     declare_stage(_op, _traits)

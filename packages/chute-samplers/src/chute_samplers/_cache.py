@@ -1,0 +1,169 @@
+"""`CacheMap` and `CacheIter`: elements kept in memory after they are first read."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import numpy as np
+
+from chute_sources import (
+    CheckpointableIterator,
+    InvalidStateError,
+    IteratorState,
+    RandomAccessDataSource,
+)
+from chute_sources.internal import check_dataset, state_dict, state_int, state_parent
+
+from ._iter_base import IterNode
+from ._mix_iter import check_iterator
+from ._node import EpochArray, MapNode, PositionArray, fetch
+
+__all__ = ["CacheIter", "CacheMap"]
+
+T = TypeVar("T")
+
+
+class CacheMap(MapNode[T]):
+    """`parent`'s elements, each kept in memory (a dict by position) once read.
+
+    Memory: every element read so far stays in this node for its lifetime, up to the
+    whole dataset; each worker process holds its own copy of what it read. The parent
+    is always read in epoch 0, so a cached position is the same element in every
+    epoch whichever epoch read it first (a `ShuffleMap` above still reorders each
+    epoch; a random stage below is drawn once).
+
+    Args:
+        parent: a node, source or sequence.
+
+    Example:
+        >>> reads = []
+        >>> class Source:
+        ...     def __len__(self): return 3
+        ...     def __getitem__(self, i): reads.append(i); return i * 10
+        >>> node = CacheMap(Source())
+        >>> list(node), list(node), reads
+        ([0, 10, 20], [0, 10, 20], [0, 1, 2])
+    """
+
+    def __init__(self, parent: RandomAccessDataSource[T]) -> None:
+        check_dataset(parent, "CacheMap")
+        self._parent = parent
+        self._cache: dict[int, T] = {}
+
+    def __len__(self) -> int:
+        return len(self._parent)
+
+    @property
+    def cached(self) -> int:
+        """How many positions are held in memory."""
+        return len(self._cache)
+
+    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T]:
+        cache = self._cache
+        missing = sorted({p for p in positions.tolist() if p not in cache})
+        if missing:
+            wanted = np.array(missing, np.int64)
+            for position, element in zip(
+                missing, fetch(self._parent, wanted, np.zeros(len(missing), np.uint64)), strict=True
+            ):
+                cache[position] = element
+        return [cache[p] for p in positions.tolist()]
+
+    def __repr__(self) -> str:
+        return f"CacheMap({self._parent!r})"
+
+
+class CacheIter(IterNode[T]):
+    """Yields `parent`'s stream, keeping its first pass in memory to replay it.
+
+    Once the parent has ended, the stream is served from memory: restoring an earlier
+    state (a `RepeatIter` above does at each epoch) replays the cached elements
+    without reading the parent again, as Grain's `CacheIterDataset` does.
+
+    Memory: every element of the first pass, i.e. the whole stream, stays in this
+    iterator for its lifetime. The state holds no elements: `{"parent": <state>,
+    "position": p, "filled": bool}`; restored into a new iterator, the cache is
+    rebuilt by reading the parent from its start up to `p` (all of it if the state
+    was taken while replaying).
+
+    Args:
+        parent: a finite checkpointable iterator at its start.
+
+    Example:
+        >>> from chute_samplers import RepeatIter, SequentialIter
+        >>> list(RepeatIter(CacheIter(SequentialIter(["a", "b"])), 3))
+        ['a', 'b', 'a', 'b', 'a', 'b']
+    """
+
+    def __init__(self, parent: CheckpointableIterator[T]) -> None:
+        check_iterator(parent, "CacheIter", "parent")
+        self._parent = parent
+        self._start = parent.get_state()
+        self._cache: list[T] = []
+        self._position = 0
+        self._filled = False
+        self._replaying = False  # Whether the last element came from memory.
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """`(position,)` in the cached stream of the element last returned."""
+        return None if self._position == 0 else (self._position - 1,)
+
+    def __next__(self) -> T:
+        if self._filled:
+            if self._position >= len(self._cache):
+                raise StopIteration
+            self._position += 1
+            return self._cache[self._position - 1]
+        try:
+            element = next(self._parent)
+        except StopIteration:
+            self._filled = self._position == len(self._cache)
+            raise
+        if self._position == len(self._cache):
+            self._cache.append(element)
+        self._position += 1
+        return element
+
+    def get_state(self) -> IteratorState:
+        parent = self._start if self._filled else self._parent.get_state()
+        return {"parent": parent, "position": self._position, "filled": self._filled}
+
+    def set_state(self, state: IteratorState, /) -> None:
+        checked = state_dict(self, state, ("parent", "position", "filled"))
+        position = state_int(self, checked, "position")
+        filled = checked["filled"]
+        if not isinstance(filled, bool):
+            raise InvalidStateError(f"{self!r}: state['filled'] must be a bool, got {filled!r}.")
+        if filled and not self._filled:
+            self._fill_from_start(None)
+        elif not filled and position > len(self._cache) and not self._filled:
+            self._fill_from_start(position)
+        if self._filled:
+            if position > len(self._cache):
+                raise InvalidStateError(
+                    f"{self!r}: state['position'] = {position} is past the {len(self._cache)} "
+                    "cached elements; the state belongs to another pipeline."
+                )
+        else:
+            self._parent.set_state(state_parent(self, checked))
+        self._position = position
+
+    def _fill_from_start(self, count: int | None) -> None:
+        """Reads the parent from its start: `count` elements, or to its end (None)."""
+        self._parent.set_state(self._start)
+        self._cache = []
+        while count is None or len(self._cache) < count:
+            try:
+                self._cache.append(next(self._parent))
+            except StopIteration:
+                if count is not None:
+                    raise InvalidStateError(
+                        f"{self!r}: the state is at element {count}, but the stream has "
+                        f"{len(self._cache)}; the state belongs to another pipeline."
+                    ) from None
+                self._filled = True
+                return
+
+    def __repr__(self) -> str:
+        return f"CacheIter({len(self._cache)} cached, filled={self._filled})"

@@ -1,0 +1,93 @@
+"""`RepeatIter`: a stream read again from its start, for several epochs or endlessly."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from chute_sources import CheckpointableIterator, IteratorState
+from chute_sources.internal import check_optional_int, state_dict, state_int, state_parent
+
+from ._iter_base import IterNode
+from ._mix_iter import check_iterator
+
+__all__ = ["RepeatIter"]
+
+T = TypeVar("T")
+
+
+class RepeatIter(IterNode[T]):
+    """Yields `parent`'s elements, then again from its start, `num_epochs` times in all.
+
+    Each epoch after the first begins by restoring the parent's starting state (taken
+    when this iterator was built), which by the state contract is the same stream as a
+    fresh parent: the stages before the repeat yield the same elements every epoch
+    (as in Grain). Restoring instead of rebuilding keeps what the parent holds: a
+    `CacheIter` under the repeat replays its cache. An empty parent ends the stream at
+    once, even when endless.
+
+    The state is `{"epoch": e, "parent": <the parent's state>}`. The `origin` of an
+    element is `(epoch,) + <its origin in the parent>`, so a random map after the
+    repeat draws anew each epoch.
+
+    Args:
+        parent: a checkpointable iterator at its start.
+        num_epochs: passes over the parent (>= 0), or None for endless.
+
+    Example:
+        >>> from chute_samplers import SequentialIter
+        >>> it = RepeatIter(SequentialIter(["a", "b"]), num_epochs=2)
+        >>> next(it), next(it), next(it), it.get_state(), it.origin
+        ('a', 'b', 'a', {'epoch': 1, 'parent': {'position': 1}}, (1, 0))
+        >>> list(it)
+        ['b']
+    """
+
+    def __init__(self, parent: CheckpointableIterator[T], num_epochs: int | None = None) -> None:
+        check_iterator(parent, "RepeatIter", "parent")
+        self._parent = parent
+        self._num_epochs = check_optional_int(num_epochs, "num_epochs", "RepeatIter")
+        self._start = parent.get_state()
+        self._epoch = 0
+        self._yielded = False  # Whether this epoch has yielded (an empty parent ends all).
+
+    @property
+    def num_epochs(self) -> int | None:
+        """The number of passes (None: endless)."""
+        return self._num_epochs
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """`(epoch,) + parent.origin` of the element last returned."""
+        inner: tuple[int, ...] | None = getattr(self._parent, "origin", None)
+        return None if inner is None else (self._epoch, *inner)
+
+    def __next__(self) -> T:
+        while self._num_epochs is None or self._epoch < self._num_epochs:
+            try:
+                element = next(self._parent)
+            except StopIteration:
+                if not self._yielded:  # A whole epoch without an element: stop.
+                    self._epoch = self._num_epochs if self._num_epochs is not None else 0
+                    raise
+                self._epoch += 1
+                self._yielded = False
+                if self._num_epochs is not None and self._epoch >= self._num_epochs:
+                    raise
+                self._parent.set_state(self._start)
+                continue
+            self._yielded = True
+            return element
+        raise StopIteration
+
+    def get_state(self) -> IteratorState:
+        return {"epoch": self._epoch, "parent": self._parent.get_state()}
+
+    def set_state(self, state: IteratorState, /) -> None:
+        checked = state_dict(self, state, ("epoch", "parent"))
+        epoch = state_int(self, checked, "epoch")
+        self._parent.set_state(state_parent(self, checked))
+        self._epoch = epoch
+        self._yielded = checked["parent"] != self._start
+
+    def __repr__(self) -> str:
+        return f"RepeatIter(num_epochs={self._num_epochs})"

@@ -1,0 +1,127 @@
+"""`ZipMap` and `ZipIter`: several datasets or streams read side by side, as tuples."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from chute_sources import (
+    DROPPED,
+    CheckpointableIterator,
+    InvalidStateError,
+    IteratorState,
+    RandomAccessDataSource,
+)
+from chute_sources.internal import check_dataset, check_sequence, state_dict
+
+from ._iter_base import IterNode
+from ._mix_iter import check_iterator
+from ._node import EpochArray, MapNode, PositionArray, fetch
+
+__all__ = ["ZipIter", "ZipMap", "parent_states"]
+
+
+class ZipMap(MapNode[tuple[Any, ...]]):
+    """Position `i` is `(parents[0][i], parents[1][i], ...)`; the length is the shortest's.
+
+    Grain's `ZipMapDataset` refuses parents of different lengths; this takes the
+    shortest, as Python's `zip` does (equal lengths give the same). A position one of
+    the parents dropped (a filter) is dropped. Epochs pass on to every parent.
+
+    Args:
+        parents: nodes, sources or sequences, at least one.
+
+    Example:
+        >>> node = ZipMap([range(3), ["a", "b", "c", "d"]])
+        >>> len(node), list(node)
+        (3, [(0, 'a'), (1, 'b'), (2, 'c')])
+    """
+
+    def __init__(self, parents: Sequence[RandomAccessDataSource[Any]]) -> None:
+        check_sequence(parents, "parents", "ZipMap")
+        if not parents:
+            raise ValueError("ZipMap: parents is empty; pass at least one dataset.")
+        for number, parent in enumerate(parents):
+            check_dataset(parent, "ZipMap", f"parents[{number}]")
+        self._parents = tuple(parents)
+        self._length = min(len(parent) for parent in parents)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[tuple[Any, ...]]:
+        columns = [fetch(parent, positions, epochs) for parent in self._parents]
+        return [
+            DROPPED if any(value is DROPPED for value in row) else row  # type: ignore[misc]
+            for row in zip(*columns, strict=True)
+        ]
+
+    def __repr__(self) -> str:
+        return f"ZipMap({len(self._parents)} parents, len={self._length})"
+
+
+class ZipIter(IterNode[tuple[Any, ...]]):
+    """Yields `(next(parents[0]), next(parents[1]), ...)` until one of them ends.
+
+    The state is `{"parents": [<each parent's state>]}`. The `origin` of a tuple is its
+    first parent's origin of its element.
+
+    Args:
+        parents: checkpointable iterators, at least one.
+
+    Example:
+        >>> from chute_samplers import SequentialIter
+        >>> it = ZipIter([SequentialIter(list("abc")), SequentialIter(range(2))])
+        >>> next(it), it.get_state()
+        (('a', 0), {'parents': [{'position': 1}, {'position': 1}]})
+        >>> list(it)
+        [('b', 1)]
+    """
+
+    def __init__(self, parents: Sequence[CheckpointableIterator[Any]]) -> None:
+        check_sequence(parents, "parents", "ZipIter")
+        if not parents:
+            raise ValueError("ZipIter: parents is empty; pass at least one stream.")
+        for number, parent in enumerate(parents):
+            check_iterator(parent, "ZipIter", f"parents[{number}]")
+        self._parents = tuple(parents)
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """The first parent's origin of the tuple's first element."""
+        origin: tuple[int, ...] | None = getattr(self._parents[0], "origin", None)
+        return origin
+
+    def __next__(self) -> tuple[Any, ...]:
+        return tuple([next(parent) for parent in self._parents])  # A list: StopIteration ends.
+
+    def get_state(self) -> IteratorState:
+        return {"parents": [parent.get_state() for parent in self._parents]}
+
+    def set_state(self, state: IteratorState, /) -> None:
+        checked = state_dict(self, state, ("parents",))
+        for parent, parent_state in zip(
+            self._parents, parent_states(self, checked, len(self._parents)), strict=True
+        ):
+            parent.set_state(parent_state)
+
+    def __repr__(self) -> str:
+        return f"ZipIter({len(self._parents)} parents)"
+
+
+def parent_states(owner: object, state: IteratorState, count: int) -> list[IteratorState]:
+    """`state["parents"]` if it is a list of `count` dicts, else `InvalidStateError`.
+
+    Example:
+        >>> parent_states("Zip", {"parents": [{}, {"position": 1}]}, 2)
+        [{}, {'position': 1}]
+    """
+    value = state["parents"]
+    if not (
+        isinstance(value, list) and len(value) == count and all(isinstance(s, dict) for s in value)
+    ):
+        raise InvalidStateError(
+            f"{owner!r}: state['parents'] must list {count} states (dicts), one per parent; "
+            f"got {value!r}."
+        )
+    return value  # type: ignore[return-value]
