@@ -68,6 +68,8 @@ class ZipIter(IterNode[tuple[Any, ...]]):
 
     Args:
         parents: checkpointable iterators, at least one.
+        strict: when one parent ends, the others must end there too, else `ValueError`
+            names the parents that had more (Grain's `ZipIterDataset(strict=True)`).
 
     Example:
         >>> from chute_samplers import SequentialIter
@@ -76,10 +78,21 @@ class ZipIter(IterNode[tuple[Any, ...]]):
         (('a', 0), {'parents': [{'position': 1}, {'position': 1}]})
         >>> list(it)
         [('b', 1)]
+        >>> strict = ZipIter([SequentialIter([1, 2]), SequentialIter([1])], strict=True)
+        >>> try:
+        ...     list(strict)
+        ... except ValueError as error:
+        ...     print(str(error)[:53])
+        ZipIter(strict=True): parent 1 ended, but parents [0]
     """
 
-    def __init__(self, parents: Sequence[CheckpointableIterator[Any]]) -> None:
+    def __init__(
+        self, parents: Sequence[CheckpointableIterator[Any]], strict: bool = False
+    ) -> None:
         check_sequence(parents, "parents", "ZipIter")
+        if not isinstance(strict, bool):
+            raise TypeError(f"ZipIter: strict must be a bool, got {strict!r}.")
+        self._strict = strict
         if not parents:
             raise ValueError("ZipIter: parents is empty; pass at least one stream.")
         for number, parent in enumerate(parents):
@@ -93,7 +106,32 @@ class ZipIter(IterNode[tuple[Any, ...]]):
         return origin
 
     def __next__(self) -> tuple[Any, ...]:
-        return tuple([next(parent) for parent in self._parents])  # A list: StopIteration ends.
+        if not self._strict:
+            return tuple([next(parent) for parent in self._parents])  # StopIteration ends.
+        elements: list[Any] = []
+        for number, parent in enumerate(self._parents):
+            try:
+                elements.append(next(parent))
+            except StopIteration:
+                self._check_all_ended(number)
+                raise
+        return tuple(elements)
+
+    def _check_all_ended(self, ended: int) -> None:
+        """Raises `ValueError` unless every parent ends where parent `ended` did."""
+        longer = list(range(ended))  # These gave an element for this tuple already.
+        for number in range(ended + 1, len(self._parents)):
+            try:
+                next(self._parents[number])
+            except StopIteration:
+                continue
+            longer.append(number)
+        if longer:
+            raise ValueError(
+                f"ZipIter(strict=True): parent {ended} ended, but parents {longer} have "
+                "more elements; zip streams of the same length, or pass strict=False to "
+                "end with the shortest."
+            )
 
     def get_state(self) -> IteratorState:
         return {"parents": [parent.get_state() for parent in self._parents]}

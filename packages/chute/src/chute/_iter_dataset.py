@@ -55,6 +55,7 @@ from ._pipeline import (
 )
 from ._progress import ProgressIterator
 from ._stats import RECORDER, Recorder
+from ._subclassing import parent_seed, parents_of, subclass_iterator
 
 __all__ = ["IterDataset"]
 
@@ -87,7 +88,13 @@ class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
     def __init__(
         self, factory: Factory | Callable[[], CheckpointableIterator[T]], *, seed: int | None = None
     ) -> None:
-        if not hasattr(factory, "stages"):  # A plain callable, as in Grain's guides.
+        if type(self).__iter__ is not IterDataset.__iter__:
+            # A subclass written as for Grain: `super().__init__(parents)`, then its own
+            # `__iter__` (see `_subclassing`).
+            seed = parent_seed(parents_of(self, factory), seed)
+            make = subclass_iterator(self)
+            factory = SourceFactory(make, stage("source", make=type(self)))
+        elif not hasattr(factory, "stages"):  # A plain callable, as in Grain's guides.
             factory = SourceFactory(factory, None)
         self._factory: Factory = factory
         self._seed = seed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -150,8 +151,11 @@ class GrainIterMixin(Generic[T]):
         raise ValueError("element_spec: the dataset has no element to read a spec from.")
 
     @staticmethod
-    def zip(*datasets: Any) -> IterDataset[tuple[Any, ...]]:
+    def zip(*datasets: Any, strict: bool = False) -> IterDataset[tuple[Any, ...]]:
         """Tuples of the streams' elements read side by side, until one of them ends.
+
+        With `strict`, streams that end at different lengths raise `ValueError` at the
+        end instead (Grain's `ZipIterDataset` default).
 
         As Grain's `ZipIterDataset`; a static method: `IterDataset.zip(a, b)` (or of a
         list, `IterDataset.zip([a, b])`). A
@@ -166,7 +170,11 @@ class GrainIterMixin(Generic[T]):
         """
         if len(datasets) == 1 and isinstance(datasets[0], list | tuple):
             datasets = tuple(datasets[0])  # Grain's spelling: ZipIterDataset([a, b]).
-        return _join(datasets, ZipIter, "zip", "IterDataset.zip")
+        if not isinstance(strict, bool):
+            raise TypeError(f"IterDataset.zip: strict must be a bool, got {strict!r}.")
+        op = functools.partial(ZipIter, strict=True) if strict else ZipIter
+        shown = (("strict", "True"),) if strict else ()
+        return _join(datasets, op, "zip", "IterDataset.zip", shown)
 
     @staticmethod
     def concatenate(datasets: Sequence[Any]) -> IterDataset[Any]:
@@ -199,11 +207,17 @@ def _listed(datasets: Any, owner: str) -> Sequence[Any]:
     return datasets
 
 
-def _join(datasets: Sequence[Any], op: Any, name: str, owner: str) -> IterDataset[Any]:
+def _join(
+    datasets: Sequence[Any],
+    op: Any,
+    name: str,
+    owner: str,
+    params: tuple[tuple[str, str], ...] = (),
+) -> IterDataset[Any]:
     from ._iter_dataset import IterDataset
 
     if not datasets:
         raise ValueError(f"{owner} needs at least one dataset.")
     checked = [as_iter_dataset(d) for d in datasets]
-    item = Stage(name, (), tuple(d._stages for d in checked))
+    item = Stage(name, params, tuple(d._stages for d in checked))
     return IterDataset(JoinFactory([d._factory for d in checked], op, item))

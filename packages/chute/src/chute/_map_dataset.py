@@ -53,6 +53,7 @@ from ._pipeline import (
     stage,
     stage_seed,
 )
+from ._subclassing import SubclassRecords, parent_seed, parents_of
 
 if TYPE_CHECKING:
     from ._iter_dataset import IterDataset
@@ -87,11 +88,18 @@ class MapDataset(GrainMapMixin[T], Generic[T]):
 
     def __init__(
         self,
-        node: RandomAccessDataSource[T],
+        node: RandomAccessDataSource[T] | Any = None,
         *,
         seed: int | None = None,
         stages: tuple[Stage, ...] = (),
     ) -> None:
+        if type(self).__getitem__ is not MapDataset.__getitem__:
+            # A subclass written as for Grain: `super().__init__(parents)`, then its own
+            # `__len__` and `__getitem__` (see `_subclassing`).
+            seed = parent_seed(parents_of(self, node), seed)
+            node = SubclassRecords(self)
+            shown = f"{type(self).__name__}[len={len(node)}]"
+            stages = (Stage("source", (("", shown),), raw=(("source", node),)),)
         self._node = node
         self._seed = seed
         self._stages = stages

@@ -1,0 +1,186 @@
+"""Grain's experimental packers and `BOSHandling`, as spellings of `IterDataset.pack`."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from chute_sources import InvalidArgumentError
+
+__all__ = [
+    "BOSHandling",
+    "BestFitPackIterDataset",
+    "ConcatThenSplitIterDataset",
+    "FirstFitPackIterDataset",
+]
+
+
+class BOSHandling(enum.Enum):
+    """What concat-then-split packing does about BOS tokens (Grain's enum).
+
+    Example:
+        >>> BOSHandling.REPLACE_FIRST_TOKEN_WITH_BOS.name
+        'REPLACE_FIRST_TOKEN_WITH_BOS'
+    """
+
+    DO_NOTHING = enum.auto()
+    REPLACE_FIRST_TOKEN_WITH_BOS = enum.auto()
+
+
+def _refuse(owner: str, **options: Any) -> None:
+    """Raises for Grain options chute's packers do not have (given a non-default value)."""
+    given = [name for name, value in options.items() if value not in (None, (), [], frozenset())]
+    if given:
+        raise InvalidArgumentError(
+            f"{owner}: chute's packers do not support {', '.join(given)}; leave "
+            f"{'it' if len(given) == 1 else 'them'} out (see chute.grain's differences)."
+        )
+
+
+def _fit(
+    method: str,
+    owner: str,
+    parent: Any,
+    length_struct: Mapping[str, int],
+    num_packing_bins: int,
+    max_sequences_per_bin: int | None,
+    **unsupported: Any,
+) -> Any:
+    _refuse(owner, **unsupported)
+    return parent.pack(
+        dict(length_struct),
+        method=method,
+        num_packing_bins=num_packing_bins,
+        max_sequences_per_bin=max_sequences_per_bin,
+    )
+
+
+def FirstFitPackIterDataset(
+    parent: Any,
+    *,
+    length_struct: Mapping[str, int],
+    num_packing_bins: int,
+    seed: int = 0,
+    shuffle_bins: bool = True,
+    shuffle_bins_group_by_feature: str | None = None,
+    meta_features: Collection[str] = (),
+    pack_alignment_struct: Any = None,
+    padding_struct: Any = None,
+    max_sequences_per_bin: int | None = None,
+) -> Any:
+    """`parent.pack(length_struct, method="first_fit", num_packing_bins=...)`.
+
+    Rows come out one at a time, the oldest first, so `seed` and `shuffle_bins` have
+    nothing to shuffle; the other Grain options raise.
+
+    Example:
+        >>> import chute, numpy as np
+        >>> ds = chute.MapDataset.source([{"t": np.arange(3)}, {"t": np.arange(2)}])
+        >>> packed = FirstFitPackIterDataset(
+        ...     ds.to_iter_dataset(), length_struct={"t": 5}, num_packing_bins=2)
+        >>> [row["t_segment_ids"].tolist() for row in packed]
+        [[1, 1, 1, 2, 2]]
+    """
+    return _fit(
+        "first_fit",
+        "FirstFitPackIterDataset",
+        parent,
+        length_struct,
+        num_packing_bins,
+        max_sequences_per_bin,
+        shuffle_bins_group_by_feature=shuffle_bins_group_by_feature,
+        meta_features=tuple(meta_features),
+        pack_alignment_struct=pack_alignment_struct,
+        padding_struct=padding_struct,
+    )
+
+
+def BestFitPackIterDataset(
+    parent: Any,
+    *,
+    length_struct: Mapping[str, int],
+    num_packing_bins: int,
+    seed: int = 0,
+    shuffle_bins: bool = True,
+    shuffle_bins_group_by_feature: str | None = None,
+    meta_features: Collection[str] = (),
+    pack_alignment_struct: Any = None,
+    padding_struct: Any = None,
+    max_sequences_per_bin: int | None = None,
+) -> Any:
+    """`parent.pack(length_struct, method="best_fit", num_packing_bins=...)`.
+
+    As `FirstFitPackIterDataset`, with best fit.
+
+    Example:
+        >>> import chute, numpy as np
+        >>> ds = chute.MapDataset.source([{"t": np.arange(n)} for n in (3, 4, 1)])
+        >>> packed = BestFitPackIterDataset(
+        ...     ds.to_iter_dataset(), length_struct={"t": 4}, num_packing_bins=2)
+        >>> [row["t_segment_ids"].tolist() for row in packed]
+        [[1, 1, 1, 1], [1, 1, 1, 2]]
+    """
+    return _fit(
+        "best_fit",
+        "BestFitPackIterDataset",
+        parent,
+        length_struct,
+        num_packing_bins,
+        max_sequences_per_bin,
+        shuffle_bins_group_by_feature=shuffle_bins_group_by_feature,
+        meta_features=tuple(meta_features),
+        pack_alignment_struct=pack_alignment_struct,
+        padding_struct=padding_struct,
+    )
+
+
+def ConcatThenSplitIterDataset(
+    parent: Any,
+    *,
+    length_struct: Mapping[str, int],
+    meta_features: Collection[str] = (),
+    split_full_length_features: bool = True,
+    bos_handling: BOSHandling = BOSHandling.DO_NOTHING,
+    bos_features: Collection[str] = (),
+    bos_token_id: int | None = None,
+) -> Any:
+    """`parent.pack(length, method="concat_split", bos_id=..., bos_keys=...)`.
+
+    Every key is cut at the same places, so `length_struct` must give one length to
+    every key; with `REPLACE_FIRST_TOKEN_WITH_BOS`, `bos_token_id` replaces the first
+    token of every segment of the `bos_features`, as in Grain.
+
+    Example:
+        >>> import chute, numpy as np
+        >>> ds = chute.MapDataset.source([{"t": np.arange(1, 4)}, {"t": np.arange(1, 4)}])
+        >>> rows = ConcatThenSplitIterDataset(
+        ...     ds.to_iter_dataset(), length_struct={"t": 4},
+        ...     bos_handling=BOSHandling.REPLACE_FIRST_TOKEN_WITH_BOS, bos_features=["t"],
+        ...     bos_token_id=9)
+        >>> [row["t"].tolist() for row in rows]
+        [[9, 2, 3, 9], [9, 3, 0, 0]]
+    """
+    owner = "ConcatThenSplitIterDataset"
+    _refuse(owner, meta_features=tuple(meta_features))
+    if not split_full_length_features:
+        raise InvalidArgumentError(
+            f"{owner}: split_full_length_features=False is not supported: chute cuts every "
+            "sequence where the row ends."
+        )
+    lengths = set(dict(length_struct).values())
+    if len(lengths) != 1:
+        raise InvalidArgumentError(
+            f"{owner}: chute cuts every key at the same places, so length_struct must give "
+            f"one length to every key, got {dict(length_struct)}."
+        )
+    if bos_handling is BOSHandling.DO_NOTHING:
+        if bos_token_id is not None or bos_features:
+            raise InvalidArgumentError(
+                f"{owner}: bos_handling=DO_NOTHING, so leave out bos_token_id and bos_features."
+            )
+        return parent.pack(lengths.pop(), method="concat_split")
+    if bos_token_id is None:
+        raise InvalidArgumentError(f"{owner}: bos_token_id must be set with {bos_handling}.")
+    keys = list(bos_features)  # As in Grain: only these keys get BOS.
+    return parent.pack(lengths.pop(), method="concat_split", bos_id=bos_token_id, bos_keys=keys)

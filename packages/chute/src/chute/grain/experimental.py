@@ -1,0 +1,101 @@
+"""`chute.grain.experimental`: Grain 0.2.18's `grain.experimental` names that chute honours.
+
+Each dataset class of Grain's is a function here that returns the chute dataset doing
+the same (`RepeatIterDataset(ds, 2)` is `ds.repeat(2)`); the differences chute keeps
+on purpose are listed on the "Coming from Grain" page.
+
+Example:
+    >>> import chute.grain as grain
+    >>> ds = grain.MapDataset.range(5).to_iter_dataset()
+    >>> list(grain.experimental.LimitIterDataset(grain.experimental.RepeatIterDataset(ds, 2), 7))
+    [0, 1, 2, 3, 4, 0, 1]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chute_transforms import FlatMapTransform, MapWithIndexTransform
+
+from .._element_spec import ShapeDtypeStruct
+from ..experimental import (
+    InterleaveIterDataset,
+    ParquetIterDataset,
+    PerformanceConfig,
+    ThreadPrefetchIterDataset,
+    WindowShuffleIterDataset,
+    device_put,
+    pick_performance_config,
+)
+from ._experimental_ops import (
+    CacheIterDataset,
+    FlatMapIterDataset,
+    FlatMapMapDataset,
+    LimitIterDataset,
+    RebatchIterDataset,
+    RepeatIterDataset,
+    ZipIterDataset,
+    ZipMapDataset,
+    apply_transformations,
+    assert_equal_output_after_checkpoint,
+    batch_and_pad,
+    get_element_spec,
+    get_next_index,
+    multithread_prefetch,
+    set_next_index,
+)
+from ._packing import (
+    BestFitPackIterDataset,
+    BOSHandling,
+    ConcatThenSplitIterDataset,
+    FirstFitPackIterDataset,
+)
+from ._window_shuffle import WindowShuffleMapDataset
+
+__all__ = [
+    "BOSHandling",
+    "BestFitPackIterDataset",
+    "CacheIterDataset",
+    "ConcatThenSplitIterDataset",
+    "FirstFitPackIterDataset",
+    "FlatMapIterDataset",
+    "FlatMapMapDataset",
+    "FlatMapTransform",
+    "InterleaveIterDataset",
+    "LimitIterDataset",
+    "MapWithIndexTransform",
+    "ParquetIterDataset",
+    "PerformanceConfig",
+    "RebatchIterDataset",
+    "RepeatIterDataset",
+    "ShapeDtypeStruct",
+    "ThreadPrefetchDatasetIterator",
+    "ThreadPrefetchIterDataset",
+    "WindowShuffleIterDataset",
+    "WindowShuffleMapDataset",
+    "ZipIterDataset",
+    "ZipMapDataset",
+    "apply_transformations",
+    "assert_equal_output_after_checkpoint",
+    "batch_and_pad",
+    "device_put",
+    "get_element_spec",
+    "get_next_index",
+    "multithread_prefetch",
+    "pick_performance_config",
+    "set_next_index",
+]
+
+
+def ThreadPrefetchDatasetIterator(parent: Any, prefetch_buffer_size: int) -> Any:
+    """An iterator that advances `parent` (an iterator) on a background thread.
+
+    Example:
+        >>> import chute
+        >>> it = ThreadPrefetchDatasetIterator(iter(chute.MapDataset.range(3).to_iter_dataset()), 2)
+        >>> list(it)
+        [0, 1, 2]
+    """
+    from chute_execution import ThreadPrefetchIter
+
+    return ThreadPrefetchIter(parent, prefetch_buffer_size)
