@@ -170,6 +170,11 @@ class _ChunkReader(IterNode[Any]):
         raise StopIteration
 
     @property
+    def dataset(self) -> RandomAccessDataSource[Any]:
+        """The random-access dataset this reads (see `chute_samplers.reader_dataset`)."""
+        return self._dataset
+
+    @property
     def origin(self) -> tuple[int, ...] | None:
         return None if self._last is None else (self._last,)
 

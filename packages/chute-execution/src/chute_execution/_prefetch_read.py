@@ -150,6 +150,11 @@ class PrefetchReadIter(IterNode[T]):
         self._stage = 0 if self._ledger is None else self._ledger.register()
 
     @property
+    def dataset(self) -> RandomAccessDataSource[T]:
+        """The random-access dataset this reads in order."""
+        return self._dataset
+
+    @property
     def read_options(self) -> ReadOptions:
         """The threads and buffer this iterator reads with."""
         return self._options

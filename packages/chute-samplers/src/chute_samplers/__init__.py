@@ -34,6 +34,8 @@ from ._node import PositionArray as PositionArray
 from ._node import fetch as fetch
 from ._node import node_epoch_length as node_epoch_length
 from ._permutation import Permutation as Permutation
+from ._record_keys import reader_dataset as reader_dataset
+from ._record_keys import record_keys as record_keys
 from ._repeat import RepeatMap as RepeatMap
 from ._repeat_iter import RepeatIter as RepeatIter
 from ._rng import record_rng as record_rng
@@ -82,6 +84,8 @@ __all__ = [
     "ZipMap",
     "fetch",
     "node_epoch_length",
+    "reader_dataset",
+    "record_keys",
     "record_rng",
     "record_rngs",
     "upstream_iterators",

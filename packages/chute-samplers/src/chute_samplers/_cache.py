@@ -58,6 +58,11 @@ class CacheMap(MapNode[T]):
         """How many positions are held in memory."""
         return len(self._cache)
 
+    def parent_positions(
+        self, positions: PositionArray, epochs: EpochArray
+    ) -> tuple[RandomAccessDataSource[T], PositionArray, EpochArray]:
+        return self._parent, positions, np.zeros_like(epochs)  # Read in epoch 0.
+
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T]:
         cache = self._cache
         missing = sorted({p for p in positions.tolist() if p not in cache})

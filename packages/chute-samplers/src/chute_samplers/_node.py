@@ -137,6 +137,17 @@ class MapNode(abc.ABC, Generic[T]):
             The elements, in the order of `positions`.
         """
 
+    def parent_positions(
+        self, positions: PositionArray, epochs: EpochArray
+    ) -> tuple[RandomAccessDataSource[Any], PositionArray, EpochArray] | None:
+        """Where `positions` are read from: `(parent, its positions, their epochs)`.
+
+        Nodes whose every position reads one position of one parent say so here (and
+        read through it); a node that combines or reorders elements otherwise returns
+        None (the default). `record_keys` follows these down to the source.
+        """
+        return None
+
     def _check_positions(self, positions: Sequence[SupportsIndex] | npt.ArrayLike) -> PositionArray:
         length = len(self)
         array = np.asarray(positions)

@@ -90,9 +90,14 @@ class RepeatMap(MapNode[T]):
         return self._epoch_length
 
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T]:
+        return fetch(*self.parent_positions(positions, epochs))
+
+    def parent_positions(
+        self, positions: PositionArray, epochs: EpochArray
+    ) -> tuple[RandomAccessDataSource[T], PositionArray, EpochArray]:
         passes, within = np.divmod(positions, len(self._parent))
         inner_epochs = epochs * np.uint64(self._passes) + passes.astype(np.uint64)
-        return fetch(self._parent, within, inner_epochs)
+        return self._parent, within, inner_epochs
 
     def __repr__(self) -> str:
         return f"RepeatMap({self._parent!r}, num_epochs={self._num_epochs})"

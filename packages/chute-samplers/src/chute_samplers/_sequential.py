@@ -67,6 +67,11 @@ class SequentialIter(IterNode[T]):
         self._stage = 0 if self._ledger is None else self._ledger.register()
 
     @property
+    def dataset(self) -> RandomAccessDataSource[T]:
+        """The random-access dataset this reads in order."""
+        return self._dataset
+
+    @property
     def origin(self) -> tuple[int, ...] | None:
         """`(position,)` of the element last returned (see `IterNode.origin`)."""
         return None if self._last < 0 else (self._last,)

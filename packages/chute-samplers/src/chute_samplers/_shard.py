@@ -90,8 +90,13 @@ class ShardMap(MapNode[T]):
         return self._epoch_length
 
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T]:
+        return fetch(*self.parent_positions(positions, epochs))
+
+    def parent_positions(
+        self, positions: PositionArray, epochs: EpochArray
+    ) -> tuple[RandomAccessDataSource[T], PositionArray, EpochArray]:
         count, index = self._options.shard_count, self._options.shard_index
-        return fetch(self._parent, positions * count + index, epochs)
+        return self._parent, positions * count + index, epochs
 
     def __repr__(self) -> str:
         o = self._options

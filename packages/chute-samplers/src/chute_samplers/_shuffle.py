@@ -77,6 +77,11 @@ class ShuffleMap(MapNode[T]):
         return perm
 
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T]:
+        return fetch(*self.parent_positions(positions, epochs))
+
+    def parent_positions(
+        self, positions: PositionArray, epochs: EpochArray
+    ) -> tuple[RandomAccessDataSource[T], PositionArray, EpochArray]:
         if self._blocks <= 1:
             blocks = np.zeros_like(positions)
             within = positions
@@ -96,7 +101,7 @@ class ShuffleMap(MapNode[T]):
                 shuffled = start + perm.take(within)
             else:
                 shuffled[mask] = start + perm.take(within[mask])
-        return fetch(self._parent, shuffled, epochs)
+        return self._parent, shuffled, epochs
 
     def __repr__(self) -> str:
         return f"ShuffleMap({self._parent!r}, seed={self._seed})"

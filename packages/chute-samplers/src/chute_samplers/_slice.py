@@ -79,8 +79,13 @@ class SliceMap(MapNode[T]):
         return len(self._range)
 
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T]:
+        return fetch(*self.parent_positions(positions, epochs))
+
+    def parent_positions(
+        self, positions: PositionArray, epochs: EpochArray
+    ) -> tuple[RandomAccessDataSource[T], PositionArray, EpochArray]:
         parent_positions = self._range.start + positions * self._range.step
-        return fetch(self._parent, parent_positions, np.zeros_like(epochs))
+        return self._parent, parent_positions, np.zeros_like(epochs)
 
     def __repr__(self) -> str:
         return f"SliceMap({self._parent!r}, {self._range!r})"

@@ -44,6 +44,8 @@ from ._iter_ops import FlatMapIter as FlatMapIter
 from ._iter_ops import MapIter as MapIter
 from ._iter_ops import MapWithIndexIter as MapWithIndexIter
 from ._iter_ops import RandomMapIter as RandomMapIter
+from ._key_ops import MapWithKeyIter as MapWithKeyIter
+from ._key_ops import MapWithKeyMap as MapWithKeyMap
 from ._map_chain import MapChain as MapChain
 from ._map_ops import FilterMap as FilterMap
 from ._map_ops import FilterWarning as FilterWarning
@@ -87,6 +89,8 @@ __all__ = [
     "MapWithIndexIter",
     "MapWithIndexMap",
     "MapWithIndexTransform",
+    "MapWithKeyIter",
+    "MapWithKeyMap",
     "Mask",
     "PackedRow",
     "PackingError",

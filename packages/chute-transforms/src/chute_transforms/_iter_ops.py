@@ -23,9 +23,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from chute_samplers import IterNode, record_rng
+from chute_samplers import IterNode, reader_dataset, record_keys, record_rng
 from chute_samplers.internal import origin_key
-from chute_sources import CheckpointableIterator, IteratorState
+from chute_sources import CheckpointableIterator, InvalidArgumentError, IteratorState
 from chute_sources.internal import active_ledger, state_dict, state_int, state_parent
 
 from ._adapters import (
@@ -37,6 +37,7 @@ from ._adapters import (
 )
 from ._map_ops import fn_name
 from ._origins import child_origin
+from ._record_rng import check_key_kind, record_key_rngs
 from ._stage_errors import annotate
 
 __all__ = ["FilterIter", "FlatMapIter", "MapIter", "MapWithIndexIter", "RandomMapIter"]
@@ -196,6 +197,13 @@ class RandomMapIter(_StreamOp[U]):
     longer origin (after a flat map, a mix, ...) `chute_samplers._hashing.origin_key`:
     a 128-bit hash of it with the top bit set, so never a position below 2**63.
 
+    With `key="record"`, the generator is keyed by the record instead: the origin's
+    position in the dataset the stream reads (`chute_samplers.reader_dataset`) is
+    followed down to the source (`chute_samplers.record_keys`), and the draws are
+    those of `RandomMapMap(..., key="record")` for that record. That needs a one-int
+    origin over a dataset read in order: after a flat map, a mix, a repeat of the
+    stream or a custom iterator it raises `InvalidArgumentError`.
+
     Fallback: if the parent gives no origin (None, e.g. a custom iterator without
     `origin`), the key is the element's index in this op's input, counted from 0, as
     before origins existed. Then the draws depend on everything upstream that changes
@@ -222,11 +230,14 @@ class RandomMapIter(_StreamOp[U]):
         parent: CheckpointableIterator[Any],
         fn: Callable[[Any, np.random.Generator], U] | Any,
         seed: int,
+        key: str = "position",
     ) -> None:
         super().__init__(parent, fn)
         self._fn = as_random_map_fn(fn)
         record_rng(seed, 0, "random_map")  # Checks the seed now.
         self._seed = seed
+        self._records: Any = None  # With key="record": the dataset read (found lazily).
+        self._by_record = check_key_kind(key, "RandomMapIter")
 
     def __next__(self) -> U:
         parent = self._parent
@@ -235,20 +246,38 @@ class RandomMapIter(_StreamOp[U]):
             if self._ledger is not None and self._replayed():
                 continue
             origin: tuple[int, ...] | None = getattr(parent, "origin", None)
-            if origin is None:
-                key = self._index + self._skipped
+            if self._by_record:
+                rng = self._record_rng(origin)
+            elif origin is None:
+                rng = record_rng(self._seed, self._index + self._skipped, "random_map")
             elif len(origin) == 1:
-                key = origin[0]
+                rng = record_rng(self._seed, origin[0], "random_map")
             else:
-                key = origin_key(origin)
+                rng = record_rng(self._seed, origin_key(origin), "random_map")
             try:
-                result: U = self._fn(element, record_rng(self._seed, key, "random_map"))
+                result: U = self._fn(element, rng)
             except Exception as error:
                 if not self._skip(error):
                     raise
                 continue
             self._index += 1
             return result
+
+    def _record_rng(self, origin: tuple[int, ...] | None) -> np.random.Generator:
+        """The generator of the record the origin `(p,)` read (see the class docs)."""
+        if self._records is None:
+            self._records = reader_dataset(self._parent)
+        if origin is None or len(origin) != 1 or self._records is None:
+            raise InvalidArgumentError(
+                f"random_map({self._fn_shown}, key='record'): the element's origin "
+                f"{origin} is not a position of a dataset read in order, so its record is "
+                "not known (after a flat map, a mix, a repeat of the stream or a custom "
+                "iterator); key it by record before those stages, on the MapDataset."
+            )
+        keys, passes = record_keys(
+            self._records, np.array(origin[:1], np.int64), np.zeros(1, np.uint64)
+        )
+        return record_key_rngs(self._seed, keys, passes)[0]
 
     def __repr__(self) -> str:
         return f"RandomMapIter({self._parent!r}, {self._fn_shown}, seed={self._seed})"

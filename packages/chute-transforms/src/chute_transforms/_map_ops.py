@@ -22,6 +22,7 @@ from chute_samplers import (
     PositionArray,
     fetch,
     node_epoch_length,
+    record_keys,
     record_rng,
     record_rngs,
 )
@@ -35,6 +36,7 @@ from ._adapters import (
     as_random_map_fn,
     many_or_none,
 )
+from ._record_rng import check_key_kind, record_key_rngs
 from ._stage_errors import annotate
 
 __all__ = [
@@ -101,6 +103,12 @@ class _ElementOp(MapNode[U]):
     @property
     def epoch_length(self) -> int:
         return node_epoch_length(self._parent)
+
+    def parent_positions(
+        self, positions: PositionArray, epochs: EpochArray
+    ) -> tuple[RandomAccessDataSource[Any], PositionArray, EpochArray]:
+        """Each position reads the same position of the parent (an element op)."""
+        return self._parent, positions, epochs
 
     def _fail(self, error: BaseException, positions: PositionArray, done: int) -> None:
         annotate(error, f"{self._op}({self._fn_shown})", f"position {int(positions[done])}")
@@ -181,16 +189,26 @@ class RandomMapMap(_ElementOp[U]):
     The same element gets the same randomness on every run and after a resume; each
     pass of an enclosing repeat gets new randomness (the epoch is part of the key).
 
+    With `key="record"`, the generator is instead a pure function of (seed, the
+    record's key in the source, its pass): `chute_samplers.record_keys` follows the
+    positions down to the source, so a record draws the same wherever a shuffle puts
+    it (and anew in each pass of a repeat).
+
     Args:
         parent: a node, a source or any sequence.
         fn: a `RandomMapTransform` or a callable taking (element, rng).
         seed: an int in `[0, 2**64)`.
+        key: "position" (the default) or "record".
 
     Example:
         >>> noise = lambda x, rng: x + rng.random()
         >>> ds = RandomMapMap(range(3), noise, seed=0)
         >>> ds[1] == ds[1], ds[1] == RandomMapMap(range(3), noise, seed=1)[1]
         (True, False)
+        >>> from chute_samplers import ShuffleMap
+        >>> by_record = RandomMapMap(ShuffleMap(range(3), seed=4), noise, 0, key="record")
+        >>> sorted(by_record) == sorted(RandomMapMap(range(3), noise, 0, key="record"))
+        True
     """
 
     _op = "random_map"
@@ -200,11 +218,13 @@ class RandomMapMap(_ElementOp[U]):
         parent: RandomAccessDataSource[Any],
         fn: Callable[[Any, np.random.Generator], U] | Any,
         seed: int,
+        key: str = "position",
     ) -> None:
         super().__init__(parent, fn)
         self._fn = as_random_map_fn(fn)
         record_rng(seed, 0, "random_map")  # Checks the seed now, not in a worker.
         self._seed = seed
+        self._by_record = check_key_kind(key, "RandomMapMap")
 
     @property
     def seed(self) -> int:
@@ -212,6 +232,9 @@ class RandomMapMap(_ElementOp[U]):
         return self._seed
 
     def _rngs(self, positions: PositionArray, epochs: EpochArray) -> list[np.random.Generator]:
+        if self._by_record:
+            keys, passes = record_keys(self._parent, positions, epochs)
+            return record_key_rngs(self._seed, keys, passes)
         if not epochs.any():
             return record_rngs(self._seed, positions, "random_map")
         keys = (epochs.astype(object) << 64) | positions.astype(object)

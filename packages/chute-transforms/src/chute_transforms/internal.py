@@ -4,6 +4,8 @@ Stable between chute's own packages of one release; may change between releases.
 
 - `Allocate` and `stacking_into`: have `batch_elements` stack array leaves into memory
   the caller provides (a worker's shared-memory slab), not into fresh arrays.
+- `check_key_kind`: the check of a random map's `key` ("position" or "record"), for
+  the fluent API to refuse a bad one when the stage is declared.
 
 Example:
     >>> import numpy as np
@@ -18,6 +20,7 @@ Example:
 """
 
 from ._batch import Allocate, stacking_into
+from ._record_rng import check_key_kind
 from ._state import PARENT_STATES, SKIPS_REFUSED
 
-__all__ = ["Allocate", "PARENT_STATES", "SKIPS_REFUSED", "stacking_into"]
+__all__ = ["Allocate", "PARENT_STATES", "SKIPS_REFUSED", "check_key_kind", "stacking_into"]

@@ -27,6 +27,7 @@ from chute_transforms import (
     RandomMapTransform,
     UnbatchIter,
 )
+from chute_transforms.internal import check_key_kind
 
 from ._args import check_device_buffers, check_int, check_weights
 from ._coerce import as_iter_dataset as _as_iter_dataset
@@ -176,11 +177,14 @@ class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
         transform: RandomMapTransform[T, U] | Callable[[T, np.random.Generator], U],
         *,
         seed: int | None = None,
+        key: str = "position",
     ) -> IterDataset[U]:
         """`transform(element, rng)`; `rng` is a pure function of (seed, element origin).
 
         The origin is the position the element was read from (plus its index among a
         flat map's outputs), so draws do not depend on earlier filtering or on workers.
+        With `key="record"`: of (seed, the record's key in the source, its pass), the
+        draws of `MapDataset.random_map(..., key="record")` for that record.
 
         Example:
             >>> import chute
@@ -190,9 +194,10 @@ class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
             True
         """
         chosen = self._stage_seed(seed, "random_map")
-        return self._then(
-            RandomMapIter, stage("random_map", fn=transform, seed=chosen), transform, chosen
-        )
+        check_key_kind(key, "IterDataset.random_map")
+        params = {"key": key} if key != "position" else {}
+        item = stage("random_map", fn=transform, seed=chosen, **params)
+        return self._then(RandomMapIter, item, transform, chosen, **params)
 
     def filter(self, transform: FilterTransform[T] | Callable[[T], Any]) -> IterDataset[T]:
         """Keeps the elements for which `transform(element)` is truthy.

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from chute_samplers import CacheIter, ConcatenateIter, LimitIter, RepeatIter, ZipIter
-from chute_transforms import RebatchIter
+from chute_transforms import MapWithKeyIter, RebatchIter
 
 from ._apply import apply_transforms
 from ._args import check_int, check_optional_int
@@ -88,6 +88,20 @@ class GrainIterMixin(Generic[T]):
         RebatchIter(EmptyIterator(), batch_size, drop_remainder)  # Its checks, now.
         item = stage("rebatch", batch_size=batch_size, drop_remainder=drop_remainder)
         return self._grain_then(RebatchIter, item, batch_size, drop_remainder)
+
+    def map_with_key(self, transform: Callable[[int, T], Any]) -> IterDataset[Any]:
+        """`transform(key, element)`, `key` the record's index in the source.
+
+        The stream must read a `MapDataset` in order (`to_iter_dataset`), with
+        element-wise stages since; see `MapDataset.map_with_key`.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.source(["a", "b"]).shuffle(seed=2).to_iter_dataset()
+            >>> sorted(ds.map_with_key(lambda key, x: f"{key}:{x}"))
+            ['0:a', '1:b']
+        """
+        return self._grain_then(MapWithKeyIter, stage("map_with_key", fn=transform), transform)
 
     def cache(self) -> IterDataset[T]:
         """Keeps the stream's first pass in memory and replays it when repeated.

@@ -43,6 +43,7 @@ from chute_transforms import (
 )
 
 from ._args import check_int, check_optional_int, check_weights
+from ._map_device import host_rows, mesh_shard
 from ._map_grain import GrainMapMixin
 from ._pipeline import (
     Stage,
@@ -229,7 +230,7 @@ class MapDataset(GrainMapMixin[T], Generic[T]):
         if isinstance(shard_index, ShardOptions):
             options = shard_index
         elif hasattr(shard_index, "axis_names") and hasattr(shard_index, "devices"):
-            options = _mesh_shard(shard_index, shard_count, drop_remainder)
+            options = mesh_shard(shard_index, shard_count, drop_remainder)
         else:
             if shard_count is None:
                 raise TypeError("shard needs shard_count (or a ShardOptions).")
@@ -273,8 +274,13 @@ class MapDataset(GrainMapMixin[T], Generic[T]):
         transform: RandomMapTransform[T, U] | Callable[[T, np.random.Generator], U],
         *,
         seed: int | None = None,
+        key: str = "position",
     ) -> MapDataset[U]:
         """`transform(element, rng)`; `rng` is a pure function of (seed, epoch, position).
+
+        With `key="record"`, of (seed, the record's key in the source, its pass)
+        instead: a record draws the same wherever a shuffle puts it, so a per-record
+        crop agrees with another loader's reading of that record.
 
         Example:
             >>> ds = MapDataset.range(3).random_map(lambda x, rng: x + rng.random(), seed=0)
@@ -282,8 +288,9 @@ class MapDataset(GrainMapMixin[T], Generic[T]):
             True
         """
         chosen = self._stage_seed(seed, "random_map")
-        node: RandomMapMap[U] = RandomMapMap(self._node, transform, chosen)
-        return self._then(node, stage("random_map", fn=transform, seed=chosen))
+        node: RandomMapMap[U] = RandomMapMap(self._node, transform, chosen, key=key)
+        params = {"key": key} if key != "position" else {}
+        return self._then(node, stage("random_map", fn=transform, seed=chosen, **params))
 
     def filter(self, transform: FilterTransform[T] | Callable[[T], Any]) -> MapDataset[T]:
         """Keeps the elements for which `transform(element)` is truthy.
@@ -350,7 +357,7 @@ class MapDataset(GrainMapMixin[T], Generic[T]):
         batch_size = check_int(batch_size, "batch_size", "MapDataset.batch", minimum=1)
         rows = None
         if sharding is not None:
-            rows = _host_rows(sharding, batch_size, len(self._node), drop_remainder or pad)
+            rows = host_rows(sharding, batch_size, len(self._node), drop_remainder or pad)
         node = BatchMap(
             self._node,
             batch_size,
@@ -466,31 +473,3 @@ class MapDataset(GrainMapMixin[T], Generic[T]):
 
     def __repr__(self) -> str:
         return render("MapDataset", self._stages)
-
-
-def _host_rows(sharding: Any, batch_size: int, length: int, even: bool) -> tuple[int, int]:
-    """This JAX process's rows of every batch; checks that all processes stay in step."""
-    from chute_device import row_split  # jax loads only when a sharding is used.
-
-    split = row_split(sharding)
-    rows = split.rows(batch_size)
-    if split.groups > 1 and length % batch_size and not even:
-        raise ValueError(
-            f"batch(sharding=...): {length} elements do not fill the last global batch of "
-            f"{batch_size}, and the {split.groups} processes would yield different numbers "
-            "of batches (a process whose rows are past the end has none): pass "
-            "drop_remainder=True or pad=True."
-        )
-    return rows
-
-
-def _mesh_shard(mesh: Any, data_axis_name: Any, drop_remainder: bool) -> ShardOptions:
-    """`shard(mesh, data_axis_name)`: this process's share of a mesh's data axis."""
-    if not isinstance(data_axis_name, str | tuple):
-        raise TypeError(
-            "shard(mesh, data_axis_name) needs the name of the mesh's data axis, e.g. "
-            f"ds.shard(mesh, 'data'); got {data_axis_name!r}."
-        )
-    from chute_device import shard_options_for_mesh  # jax loads only here.
-
-    return shard_options_for_mesh(mesh, data_axis_name, drop_remainder)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from chute_samplers import CacheMap, ConcatenateMap, SliceMap, ZipMap
 from chute_sources import RandomAccessDataSource
-from chute_transforms import UnbatchMap
+from chute_transforms import MapWithKeyMap, UnbatchMap
 
 from ._apply import apply_transforms
 from ._args import check_int
@@ -42,6 +42,23 @@ class GrainMapMixin(Generic[T]):
         """
         count = check_int(count, "count", "MapDataset.limit")
         return self._then(SliceMap(self._node, slice(0, count)), stage("limit", count=count))
+
+    def map_with_key(self, transform: Callable[[int, T], Any]) -> MapDataset[Any]:
+        """`transform(key, element)`, `key` the record's index in the source.
+
+        Shuffles, repeats, slices and shards above the source are followed down to it
+        (`chute_samplers.record_keys`), so `key` is the index the source was read at.
+        A stage that mixes, batches or splits elements before it hides the key: the
+        read then raises `InvalidArgumentError`.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.source(["a", "b", "c"]).shuffle(seed=2)
+            >>> sorted(ds.map_with_key(lambda key, x: (key, x)))
+            [(0, 'a'), (1, 'b'), (2, 'c')]
+        """
+        node: MapWithKeyMap[Any] = MapWithKeyMap(self._node, transform)
+        return self._then(node, stage("map_with_key", fn=transform))
 
     def cache(self) -> MapDataset[T]:
         """Keeps each element in memory, by position, once it has been read.

@@ -51,6 +51,7 @@ _FLUENT_OPS = {
     "repeat": StageTraits(),
     "unbatch": StageTraits(),
     "map_with_index": StageTraits(),
+    "map_with_key": StageTraits(elementwise=True, keeps_positions=True),
     "seed": _KEEPS,
     "map": StageTraits(elementwise=True, keeps_positions=True),
     "random_map": StageTraits(elementwise=True, random=True),
