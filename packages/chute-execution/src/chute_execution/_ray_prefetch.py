@@ -179,12 +179,7 @@ class RayPrefetchIter(MultiprocessPrefetchIter):
 
         tasks = self._connect()
         options = self._ray_options
-        if self._next_submit <= chunk:
-            self._next_submit = chunk  # After a restore, start at the wanted chunk.
-        ahead = options.num_workers * options.per_worker_buffer_size
-        while self._next_submit < min(chunk + ahead, self._plan.num_chunks):
-            self._submit(self._next_submit)
-            self._next_submit += 1
+        self._submit_from(chunk)
         entry = tasks.futures.pop(chunk, None)
         if entry is None or entry[0] != self._generation:
             self._submit(chunk)
@@ -211,6 +206,26 @@ class RayPrefetchIter(MultiprocessPrefetchIter):
             raise ChuteError(f"{self._caller}: chunk {chunk} was cancelled while wanted")
         result: ChunkResult = payload
         return result
+
+    def _submit_from(self, chunk: int) -> None:
+        """Submits the chunks from `chunk` on that are not yet in flight (a bounded few)."""
+        options = self._ray_options
+        if self._next_submit <= chunk:
+            self._next_submit = chunk  # After a restore, start at the wanted chunk.
+        ahead = options.num_workers * options.per_worker_buffer_size
+        while self._next_submit < min(chunk + ahead, self._plan.num_chunks):
+            self._submit(self._next_submit)
+            self._next_submit += 1
+
+    def start_prefetch(self) -> None:
+        """Joins (or starts) the cluster now and submits the first chunks' tasks.
+
+        Otherwise that happens at the first `next()`. Idempotent; nothing happens at
+        the end of the stream. Call it after `set_state` when restoring.
+        """
+        if self._outputs is None and self._chunk < self._plan.num_chunks:
+            self._connect()
+            self._submit_from(self._chunk)
 
     def _connect(self) -> _Tasks:
         tasks = self._tasks
@@ -264,9 +279,6 @@ class RayPrefetchIter(MultiprocessPrefetchIter):
                     f"for {options.head_timeout} s while waiting for chunk {chunk}. The "
                     "iterator's state is still valid: restore it once the cluster is back."
                 )
-
-    def start_prefetch(self) -> None:
-        """Does nothing yet: Ray tasks are submitted at the first `next()`."""
 
     def _restart(self) -> None:
         super()._restart()

@@ -433,3 +433,16 @@ def test_losing_the_head_raises_a_clear_error_in_bounded_time():
     assert float(seconds) < 60
     assert "ray_prefetch: lost the Ray cluster's head at " in out
     assert "The iterator's state is still valid: restore it once the cluster is back." in out
+
+
+def test_start_prefetch_submits_the_first_chunks_before_the_first_next(tmp_path):
+    folder = str(tmp_path)
+    ds = chute.MapDataset.range(40).to_iter_dataset().map(RecordEach(folder, 0.0))
+    it = iter(ds.ray_prefetch(_ray(2, per_worker_buffer_size=2), chunk_size=4))
+    it.start_prefetch()
+    assert sorted(it._tasks.futures) == [0, 1, 2, 3]  # In flight before any next().
+    deadline = time.monotonic() + 60
+    while len(os.listdir(folder)) < 16 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sorted(int(name) for name in os.listdir(folder)) == list(range(16))
+    assert list(it) == list(range(40))
