@@ -18,18 +18,23 @@ def _bar_states(stderr: str, label: str) -> list[str]:
     return re.findall(rf"{re.escape(label)}: +\d+%\|[^|]*\| (\d+/\d+) ", stderr)
 
 
-@pytest.mark.slow
-def test_demo_resumes_exactly(tmp_path: Path) -> None:
-    # A relative --dir (the runs link to shared files in it) from another folder.
-    command = ["demo", "--steps", "60", "--save-every", "10", "--dir", "demo"]
+def _run(tmp_path: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    """`python -m chute demo ...` in `tmp_path`; fails the test if it fails."""
     done = subprocess.run(
-        [sys.executable, "-m", "chute", *command],
+        [sys.executable, "-m", "chute", "demo", *command],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    return done
+
+
+@pytest.mark.slow
+def test_demo_resumes_exactly(tmp_path: Path) -> None:
+    # A relative --dir (the runs link to shared files in it) from another folder.
+    done = _run(tmp_path, "--steps", "60", "--save-every", "10", "--dir", "demo")
     work = tmp_path / "demo"
     lines = done.stdout.splitlines()
     assert lines[:4] == [
@@ -102,15 +107,7 @@ _TEXT_ROW = re.compile(
 
 @pytest.mark.slow
 def test_text_demo_resumes_exactly(tmp_path: Path) -> None:
-    command = ["demo", "--text", "--steps", "40", "--save-every", "10", "--dir", "text"]
-    done = subprocess.run(
-        [sys.executable, "-m", "chute", *command],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    done = _run(tmp_path, "--text", "--steps", "40", "--save-every", "10", "--dir", "text")
     work = tmp_path / "text"
     lines = done.stdout.splitlines()
     assert lines[0] == f"chute demo --text, in {work}"

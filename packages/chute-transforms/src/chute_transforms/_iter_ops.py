@@ -23,9 +23,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from chute_samplers import IterNode, reader_dataset, record_keys, record_rng
+from chute_samplers import IterNode, record_rng
 from chute_samplers.internal import origin_key
-from chute_sources import CheckpointableIterator, InvalidArgumentError, IteratorState
+from chute_sources import CheckpointableIterator, IteratorState
 from chute_sources.internal import active_ledger, state_dict, state_int, state_parent
 
 from ._adapters import (
@@ -37,7 +37,7 @@ from ._adapters import (
 )
 from ._map_ops import fn_name
 from ._origins import child_origin
-from ._record_rng import check_key_kind, record_key_rngs
+from ._record_rng import OriginRecords, check_key_kind, record_key_rngs
 from ._stage_errors import annotate
 
 __all__ = ["FilterIter", "FlatMapIter", "MapIter", "MapWithIndexIter", "RandomMapIter"]
@@ -236,7 +236,7 @@ class RandomMapIter(_StreamOp[U]):
         self._fn = as_random_map_fn(fn)
         record_rng(seed, 0, "random_map")  # Checks the seed now.
         self._seed = seed
-        self._records: Any = None  # With key="record": the dataset read (found lazily).
+        self._records = OriginRecords(parent, f"random_map({self._fn_shown}, key='record')")
         self._by_record = check_key_kind(key, "RandomMapIter")
 
     def __next__(self) -> U:
@@ -265,19 +265,8 @@ class RandomMapIter(_StreamOp[U]):
 
     def _record_rng(self, origin: tuple[int, ...] | None) -> np.random.Generator:
         """The generator of the record the origin `(p,)` read (see the class docs)."""
-        if self._records is None:
-            self._records = reader_dataset(self._parent)
-        if origin is None or len(origin) != 1 or self._records is None:
-            raise InvalidArgumentError(
-                f"random_map({self._fn_shown}, key='record'): the element's origin "
-                f"{origin} is not a position of a dataset read in order, so its record is "
-                "not known (after a flat map, a mix, a repeat of the stream or a custom "
-                "iterator); key it by record before those stages, on the MapDataset."
-            )
-        keys, passes = record_keys(
-            self._records, np.array(origin[:1], np.int64), np.zeros(1, np.uint64)
-        )
-        return record_key_rngs(self._seed, keys, passes)[0]
+        key, passes = self._records.record(origin)
+        return record_key_rngs(self._seed, np.array([key]), np.array([passes], np.uint64))[0]
 
     def __repr__(self) -> str:
         return f"RandomMapIter({self._parent!r}, {self._fn_shown}, seed={self._seed})"

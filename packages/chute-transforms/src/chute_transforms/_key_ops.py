@@ -11,14 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import numpy as np
-
-from chute_samplers import EpochArray, PositionArray, fetch, reader_dataset, record_keys
-from chute_sources import DROPPED, CheckpointableIterator, InvalidArgumentError
+from chute_samplers import EpochArray, PositionArray, fetch, record_keys
+from chute_sources import DROPPED, CheckpointableIterator
 
 from ._adapters import as_map_with_index_fn
 from ._iter_ops import _StreamOp
 from ._map_ops import _ElementOp
+from ._record_rng import OriginRecords
 
 __all__ = ["MapWithKeyIter", "MapWithKeyMap"]
 
@@ -75,7 +74,7 @@ class MapWithKeyIter(_StreamOp[U]):
     ) -> None:
         super().__init__(parent, fn)
         self._fn = as_map_with_index_fn(fn)
-        self._records: Any = None
+        self._records = OriginRecords(parent, f"map_with_key({self._fn_shown})")
 
     def __next__(self) -> U:
         while True:
@@ -93,14 +92,4 @@ class MapWithKeyIter(_StreamOp[U]):
             return result
 
     def _key(self) -> int:
-        origin = self._input_origin()
-        if self._records is None:
-            self._records = reader_dataset(self._parent)
-        if origin is None or len(origin) != 1 or self._records is None:
-            raise InvalidArgumentError(
-                f"map_with_key({self._fn_shown}): the element's origin {origin} is not a "
-                "position of a dataset read in order, so its record is not known (after a "
-                "flat map, a mix, a repeat of the stream or a custom iterator)."
-            )
-        keys, _ = record_keys(self._records, np.array(origin, np.int64), np.zeros(1, np.uint64))
-        return int(keys[0])
+        return self._records.record(self._input_origin())[0]

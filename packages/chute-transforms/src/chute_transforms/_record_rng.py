@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from chute_samplers import EpochArray, PositionArray, record_rng
+from chute_samplers import EpochArray, PositionArray, reader_dataset, record_keys, record_rng
 from chute_sources import InvalidArgumentError
 
-__all__ = ["KEY_KINDS", "check_key_kind", "record_key_rngs"]
+__all__ = ["KEY_KINDS", "OriginRecords", "check_key_kind", "record_key_rngs"]
 
 KEY_KINDS = ("position", "record")
 """What a random map's generator is keyed by."""
@@ -44,3 +46,40 @@ def record_key_rngs(
         record_rng(seed, (int(p) << 64) | int(k), _TAG)
         for k, p in zip(keys.tolist(), passes.tolist(), strict=True)
     ]
+
+
+class OriginRecords:
+    """The record (key, pass) behind a stream element's origin `(p,)`, for a stream op.
+
+    Finds the dataset the stream reads in order (`chute_samplers.reader_dataset`) on
+    first use, then follows `p` down to the source (`chute_samplers.record_keys`).
+
+    Example:
+        >>> from chute_samplers import SequentialIter, ShuffleMap
+        >>> reader = SequentialIter(ShuffleMap(range(4), seed=0))
+        >>> first = next(reader)
+        >>> OriginRecords(reader, "op").record(reader.origin)[0] == first
+        True
+    """
+
+    def __init__(self, parent: Any, op: str) -> None:
+        self._parent, self._op, self._records = parent, op, None
+
+    def record(self, origin: tuple[int, ...] | None) -> tuple[int, int]:
+        """`(key, pass)` of the record read at `origin`.
+
+        Raises:
+            InvalidArgumentError: the origin is not a position of a dataset read in order.
+        """
+        if self._records is None:
+            self._records = reader_dataset(self._parent)
+        if origin is None or len(origin) != 1 or self._records is None:
+            raise InvalidArgumentError(
+                f"{self._op}: the element's origin {origin} is not a position of a dataset "
+                "read in order, so its record is not known (after a flat map, a mix, a "
+                "repeat of the stream or a custom iterator); use it before those stages."
+            )
+        keys, passes = record_keys(
+            self._records, np.array(origin, np.int64), np.zeros(1, np.uint64)
+        )
+        return int(keys[0]), int(passes[0])

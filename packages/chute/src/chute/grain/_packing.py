@@ -28,6 +28,14 @@ class BOSHandling(enum.Enum):
     REPLACE_FIRST_TOKEN_WITH_BOS = enum.auto()
 
 
+_UNSUPPORTED = (
+    "shuffle_bins_group_by_feature",
+    "meta_features",
+    "pack_alignment_struct",
+    "padding_struct",
+)
+
+
 def _refuse(owner: str, **options: Any) -> None:
     """Raises for Grain options chute's packers do not have (given a non-default value)."""
     given = [name for name, value in options.items() if value not in (None, (), [], frozenset())]
@@ -45,9 +53,12 @@ def _fit(
     length_struct: Mapping[str, int],
     num_packing_bins: int,
     max_sequences_per_bin: int | None,
-    **unsupported: Any,
+    grain_options: dict[str, Any],
 ) -> Any:
-    _refuse(owner, **unsupported)
+    unknown = sorted(set(grain_options) - {"seed", "shuffle_bins", *_UNSUPPORTED})
+    if unknown:
+        raise TypeError(f"{owner}() got unexpected keyword arguments {unknown}.")
+    _refuse(owner, **{name: grain_options.get(name) for name in _UNSUPPORTED})
     return parent.pack(
         dict(length_struct),
         method=method,
@@ -61,18 +72,15 @@ def FirstFitPackIterDataset(
     *,
     length_struct: Mapping[str, int],
     num_packing_bins: int,
-    seed: int = 0,
-    shuffle_bins: bool = True,
-    shuffle_bins_group_by_feature: str | None = None,
-    meta_features: Collection[str] = (),
-    pack_alignment_struct: Any = None,
-    padding_struct: Any = None,
     max_sequences_per_bin: int | None = None,
+    **grain_options: Any,
 ) -> Any:
     """`parent.pack(length_struct, method="first_fit", num_packing_bins=...)`.
 
-    Rows come out one at a time, the oldest first, so `seed` and `shuffle_bins` have
-    nothing to shuffle; the other Grain options raise.
+    Rows come out one at a time, the oldest first, so Grain's `seed` and
+    `shuffle_bins` have nothing to shuffle (accepted, without effect); its
+    `shuffle_bins_group_by_feature`, `meta_features`, `pack_alignment_struct` and
+    `padding_struct` raise.
 
     Example:
         >>> import chute, numpy as np
@@ -82,18 +90,9 @@ def FirstFitPackIterDataset(
         >>> [row["t_segment_ids"].tolist() for row in packed]
         [[1, 1, 1, 2, 2]]
     """
-    return _fit(
-        "first_fit",
-        "FirstFitPackIterDataset",
-        parent,
-        length_struct,
-        num_packing_bins,
-        max_sequences_per_bin,
-        shuffle_bins_group_by_feature=shuffle_bins_group_by_feature,
-        meta_features=tuple(meta_features),
-        pack_alignment_struct=pack_alignment_struct,
-        padding_struct=padding_struct,
-    )
+    owner = "FirstFitPackIterDataset"
+    args = (parent, length_struct, num_packing_bins, max_sequences_per_bin, grain_options)
+    return _fit("first_fit", owner, *args)
 
 
 def BestFitPackIterDataset(
@@ -101,13 +100,8 @@ def BestFitPackIterDataset(
     *,
     length_struct: Mapping[str, int],
     num_packing_bins: int,
-    seed: int = 0,
-    shuffle_bins: bool = True,
-    shuffle_bins_group_by_feature: str | None = None,
-    meta_features: Collection[str] = (),
-    pack_alignment_struct: Any = None,
-    padding_struct: Any = None,
     max_sequences_per_bin: int | None = None,
+    **grain_options: Any,
 ) -> Any:
     """`parent.pack(length_struct, method="best_fit", num_packing_bins=...)`.
 
@@ -121,18 +115,9 @@ def BestFitPackIterDataset(
         >>> [row["t_segment_ids"].tolist() for row in packed]
         [[1, 1, 1, 1], [1, 1, 1, 2]]
     """
-    return _fit(
-        "best_fit",
-        "BestFitPackIterDataset",
-        parent,
-        length_struct,
-        num_packing_bins,
-        max_sequences_per_bin,
-        shuffle_bins_group_by_feature=shuffle_bins_group_by_feature,
-        meta_features=tuple(meta_features),
-        pack_alignment_struct=pack_alignment_struct,
-        padding_struct=padding_struct,
-    )
+    owner = "BestFitPackIterDataset"
+    args = (parent, length_struct, num_packing_bins, max_sequences_per_bin, grain_options)
+    return _fit("best_fit", owner, *args)
 
 
 def ConcatThenSplitIterDataset(
