@@ -213,7 +213,7 @@ def test_a_transient_failure_in_a_worker_is_skipped_again_after_a_restore(tmp_pa
     it = make(2)()
     first = [next(it) for _ in range(15)]
     state = json.loads(json.dumps(it.get_state()))
-    assert state["parent"] == {"chunk": 1, "offset": 5} and state["errors"]["failures"] == 1
+    assert state["parent"] == {"position": 10, "offset": 5} and state["errors"]["failures"] == 1
     rest = list(it)
     assert first + rest == [x for x in range(40) if x != 13]
     for workers in (2, 0):

@@ -37,6 +37,7 @@ from ._chunk_result import ChunkResult, ConsecutiveOrigins, Skip, StageTime, Uns
 from ._stage_clock import StageClock
 
 __all__ = [
+    "Chunk",
     "ChunkPlan",
     "ChunkResult",
     "Skip",
@@ -49,9 +50,13 @@ __all__ = [
 StreamOp = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 """An elementwise stream op: `(op_class, args, kwargs)`, applied as `op(parent, *a, **k)`."""
 
+Chunk = int | tuple[int, int]
+"""A unit of work: chunk `c` of the grid (`[c * chunk_size, (c + 1) * chunk_size)`), or
+an explicit span `(start, stop)` of base positions."""
+
 
 def outputs_before(
-    plan: ChunkPlan, chunk: int, error: BaseException, replay: Iterable[Key] = ()
+    plan: ChunkPlan, chunk: Chunk, error: BaseException, replay: Iterable[Key] = ()
 ) -> ChunkResult:
     """The outputs of `chunk` that came before `error` was raised running it.
 
@@ -192,7 +197,9 @@ class ChunkPlan:
     """A random-access base, elementwise ops over it, and the chunk size.
 
     Picklable (it is sent to each worker once). `run(chunk)` gives the outputs of
-    base positions `[chunk * chunk_size, (chunk + 1) * chunk_size)`.
+    base positions `[chunk * chunk_size, (chunk + 1) * chunk_size)`, and `run((start,
+    stop))` those of any span: the outputs depend on the positions only, never on how
+    they are cut into chunks.
 
     Attributes:
         dataset: the random-access base, read in order.
@@ -211,6 +218,9 @@ class ChunkPlan:
             `times`, for per-stage statistics of work done in workers.
         names: what the user calls the stages (the reader, then each op), for messages;
             empty: named after their classes.
+        adaptive: the consumer may cut the positions into spans of its own sizes (at
+            most `chunk_size`) from the measured cost of the work; a performance
+            setting only, as the outputs do not depend on the cut.
 
     Example:
         >>> from chute_transforms import FilterIter, MapIter
@@ -229,6 +239,7 @@ class ChunkPlan:
     covered: int | None = None
     timed: bool = False
     names: tuple[str, ...] = ()
+    adaptive: bool = False
 
     def __post_init__(self) -> None:
         check_dataset(self.dataset, "ChunkPlan", "dataset")
@@ -253,6 +264,19 @@ class ChunkPlan:
         for name, (_, args, kwargs) in zip(names[1:], self.ops, strict=True):
             parts.append((name, args[0] if len(args) == 1 and not kwargs else (args, kwargs)))
         return parts
+
+    def bounds(self, chunk: Chunk) -> tuple[int, int]:
+        """The base positions `[start, stop)` of a grid chunk or a span.
+
+        Example:
+            >>> plan = ChunkPlan(range(10), chunk_size=4)
+            >>> plan.bounds(2), plan.bounds((3, 5))
+            ((8, 10), (3, 5))
+        """
+        if isinstance(chunk, tuple):
+            return chunk
+        start = chunk * self.chunk_size
+        return start, min(start + self.chunk_size, len(self.dataset))
 
     @property
     def num_chunks(self) -> int:
@@ -296,7 +320,7 @@ class ChunkPlan:
 
     def iterate(
         self,
-        chunk: int,
+        chunk: Chunk,
         ledger: ErrorLedger | None = None,
         clocks: list[StageClock] | None = None,
     ) -> Iterator[tuple[Any, tuple[int, ...] | None]]:
@@ -306,8 +330,7 @@ class ChunkPlan:
         each stamped with the number of outputs yielded before it. With `clocks` (a
         list), each stage is timed by a `StageClock` appended to it.
         """
-        start = chunk * self.chunk_size
-        stop = min(start + self.chunk_size, len(self.dataset))
+        start, stop = self.bounds(chunk)
         stream = self._build(start, stop, ledger, clocks)
         produced = 0
         while True:
@@ -359,7 +382,7 @@ class ChunkPlan:
         return span.elements[: stop - start]
 
     def _run_maps(
-        self, chunk: int, chain: MapChain, read_ahead: bool
+        self, chunk: Chunk, chain: MapChain, read_ahead: bool
     ) -> tuple[list[Any], Sequence[tuple[int, ...] | None]] | None:
         """A chunk of plain maps, run over the whole list of records at once.
 
@@ -367,8 +390,7 @@ class ChunkPlan:
         iterator per op. None if a read failed or a position was dropped: the stream
         then runs the chunk and says exactly what happened.
         """
-        start = chunk * self.chunk_size
-        stop = min(start + self.chunk_size, len(self.dataset))
+        start, stop = self.bounds(chunk)
         elements = self._read_ahead(start, stop) if read_ahead else None
         if elements is None:
             span = _read_chunk(self.dataset, start, stop, self.read_threads, None, 0)
@@ -391,7 +413,7 @@ class ChunkPlan:
 
     def run(
         self,
-        chunk: int,
+        chunk: Chunk,
         allocate: Allocate | None = None,
         replay: Iterable[Key] = (),
         read_ahead: bool = False,

@@ -1,8 +1,9 @@
-"""The layout of the workers' state: `{"chunk": c, "offset": k}`.
+"""The layout of the workers' state: `{"position": p, "offset": k}`.
 
-A stream cut into chunks of `chunk_size` base positions (`MultiprocessPrefetchIter`)
-is at the `k`-th output of chunk `c`. `CHUNK_POSITIONS` tells resharding how to read and
-write it.
+A stream cut into units of base positions (`MultiprocessPrefetchIter`) is at the
+`k`-th output from base position `p`; older versions wrote `{"chunk": c, "offset": k}`
+(grid chunk `c` of `chunk_size` positions), which is read too. `CHUNK_POSITIONS` tells
+resharding how to read and write it.
 """
 
 from __future__ import annotations
@@ -12,39 +13,42 @@ from typing import Any
 
 __all__ = ["CHUNK_POSITIONS", "ChunkPositions"]
 
-_CHUNK, _OFFSET = "chunk", "offset"
+_CHUNK, _OFFSET, _POSITION = "chunk", "offset", "position"
 
 
 class ChunkPositions:
-    """`chute_sources.internal.PositionLayout` of the workers' `{"chunk", "offset"}` state.
+    """`chute_sources.internal.PositionLayout` of the workers' `{"position", "offset"}` state.
 
-    The offset counts a chunk's outputs, which are its positions unless a stage may
-    drop elements; so a state inside a chunk of a filtered stream has no position.
+    The offset counts outputs from the position, which are positions unless a stage may
+    drop elements; so a state inside a unit of a filtered stream has no position.
 
     Example:
+        >>> CHUNK_POSITIONS.read({"position": 16, "offset": 1}, None, False)
+        17
         >>> CHUNK_POSITIONS.read({"chunk": 2, "offset": 1}, 8, False)
         17
         >>> CHUNK_POSITIONS.write(17, 8)
-        {'chunk': 2, 'offset': 1}
+        {'position': 17, 'offset': 0}
     """
 
     def read(self, state: Mapping[str, Any], chunk_size: int | None, drops: bool) -> int | None:
         """The base position, or None if `state` is not of this layout."""
-        if set(state) != {_CHUNK, _OFFSET} or not isinstance(chunk_size, int):
+        if set(state) == {_POSITION, _OFFSET}:
+            start = int(state[_POSITION])
+        elif set(state) == {_CHUNK, _OFFSET} and isinstance(chunk_size, int):
+            start = int(state[_CHUNK]) * chunk_size
+        else:
             return None
         if state[_OFFSET] and drops:
             raise ValueError(
-                f"the worker state {dict(state)} is inside a chunk of a filtered stream, where "
-                "the offset counts kept elements, not positions; save at a chunk boundary."
+                f"the worker state {dict(state)} is inside a unit of a filtered stream, where "
+                "the offset counts kept elements, not positions; save at a unit boundary."
             )
-        return int(state[_CHUNK]) * chunk_size + int(state[_OFFSET])
+        return start + int(state[_OFFSET])
 
     def write(self, position: int, chunk_size: int | None) -> dict[str, Any]:
-        """The state at base `position` (`chunk_size` is required)."""
-        if not isinstance(chunk_size, int):
-            raise ValueError("a worker state needs the pipeline's chunk size.")
-        chunk, offset = divmod(position, chunk_size)
-        return {_CHUNK: chunk, _OFFSET: offset}
+        """The state at base `position` (any cut restores it)."""
+        return {_POSITION: position, _OFFSET: 0}
 
 
 CHUNK_POSITIONS = ChunkPositions()

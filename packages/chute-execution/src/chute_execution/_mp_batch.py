@@ -2,7 +2,7 @@
 
 The batches equal `BatchIter` over `MultiprocessPrefetchIter` of the same plan (the
 elements of each batch, its dtypes, remainder and padding), and so do the states:
-`{"parent": {"chunk": c, "offset": k}}` at the start of the next batch, and so do
+`{"parent": {"position": p, "offset": k}}` at the start of the next batch, and so do
 the elements an error budget skips, charged as the rows after them are taken. But the
 stacking runs in the workers, and a batch that lies within one chunk reaches the
 consumer without any copy beyond the one out of shared memory (a batch across chunks
@@ -65,7 +65,7 @@ class MultiprocessBatchIter(IterNode[Any]):
         if drop_remainder and pad:
             raise ValueError("MultiprocessBatchIter: drop_remainder and pad contradict.")
         self._drop_remainder, self._pad = drop_remainder, pad
-        self._plan = dataclasses.replace(plan, stack=True)
+        self._plan = dataclasses.replace(plan, stack=True, adaptive=False)
         self._chunks = chunk_iterator(self._plan, options, worker_init_fn, caller)
         self._failure: Exception | None = None  # Of the loaded chunk, after its last row.
         self._num_chunks = plan.num_chunks
@@ -144,14 +144,14 @@ class MultiprocessBatchIter(IterNode[Any]):
         return self._last_origin  # type: ignore[no-any-return]
 
     def get_state(self) -> IteratorState:
-        return {"parent": {"chunk": self._chunk, "offset": self._offset}}
+        position = self._chunks.unit_start(self._chunk)
+        return {"parent": {"position": position, "offset": self._offset}}
 
     def set_state(self, state: IteratorState, /) -> None:
         parent = state_parent(self, state_dict(self, state, ("parent",)))
         self._chunks.set_state(parent)  # Validates, and forgets work in flight.
-        chunk, offset = parent["chunk"], parent["offset"]
-        assert isinstance(chunk, int) and isinstance(offset, int)
-        self._chunk, self._offset, self._cached = chunk, offset, None
+        self._chunk, self._offset = self._chunks.cursor()
+        self._cached = None
 
     def stage_times(self) -> list[tuple[int, float]]:
         """Per stage of the workers' plan: elements and seconds (see the prefetch's)."""

@@ -1,11 +1,14 @@
 """`MultiprocessPrefetchIter`: chunks of a plan run on worker processes, merged in order.
 
-Chunk `c` (base positions `[c * chunk_size, (c + 1) * chunk_size)`) always goes to
-worker `c % num_workers`, and the consumer takes chunk results strictly in chunk
-order, so the stream is the one a single process gives, for any number of workers
-(0 runs the very same chunks in this process). The state is `{"chunk": c, "offset": k}`,
-the next element being output `k` of chunk `c`: it never waits for workers and
-restores with any number of workers, re-running at most one chunk.
+The base positions are cut into units of work (`SpanSchedule`: the `chunk_size` grid,
+or adaptive units sized by the measured cost); unit `u` goes to worker `u %
+num_workers`, and the consumer takes results strictly in order, so the stream is the
+one a single process gives, for any number of workers and any cut (0 workers run the
+grid's chunks in this process). The state is `{"position": p, "offset": k}`: the
+next element is output `k` of the stream from base position `p` (the start of the
+current unit). It restores with any number of workers and any cut, re-running at most
+one unit; a state of older versions, `{"chunk": c, "offset": k}` (grid chunk `c`),
+restores too.
 
 Under an error budget (an active `ErrorLedger` when the iterator is built), the plan
 skips failing elements and reports them with each chunk; the consumer charges each
@@ -17,7 +20,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import sys
-import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,7 +30,6 @@ from chute_sources import ChuteError, InvalidStateError, IteratorState
 from chute_sources.internal import (
     Key,
     active_ledger,
-    reclaim_orphaned_segments,
     state_dict,
     state_int,
 )
@@ -35,49 +37,16 @@ from chute_sources.internal import (
 from ._chunk_plan import ChunkPlan, ChunkResult, Skip, outputs_before
 from ._leases import LeaseBook, default_budget
 from ._mp_options import MultiprocessingOptions
+from ._mp_resources import Resources as _Resources
+from ._mp_resources import WorkerError
 from ._shipping import ship
+from ._spans import SpanSchedule
 from ._transport.codec import SlabMessage
 from ._transport.reader import SlabReader
 from ._worker import WorkerFailure
 from ._worker_pool import WorkerDiedError, WorkerPool, WorkerTimeoutError
 
 __all__ = ["MultiprocessPrefetchIter", "WorkerError"]
-
-
-class WorkerError(ChuteError, RuntimeError):
-    """An exception in a worker that could not be rebuilt in the consumer (its text is).
-
-    Exceptions that pickle are re-raised with their own type; this one stands in for
-    the others, with the original type name and message, and the worker's traceback in
-    a note.
-
-    Example:
-        >>> str(WorkerError("mymodule.OddError: it broke"))
-        'mymodule.OddError: it broke'
-    """
-
-
-class _Resources:
-    """The worker pool and the slab reader, released together (also at GC)."""
-
-    def __init__(self) -> None:
-        self.pool: WorkerPool | None = None
-        self.reader: SlabReader | None = None
-        self.lock = threading.Lock()
-
-    def release(self) -> None:
-        """Stops the workers and frees the slabs; safe from any thread, idempotent."""
-        with self.lock:
-            pool, self.pool = self.pool, None
-            reader, self.reader = self.reader, None
-        if pool is not None:
-            pool.close()
-        if reader is not None:
-            # Workers unlink their slabs when they exit; a killed one cannot: unlink what
-            # we saw of it, and reclaim what it made but never sent (it is reaped now).
-            reader.unlink_all_seen()
-            reader.close()
-            reclaim_orphaned_segments()
 
 
 class MultiprocessPrefetchIter(IterNode[Any]):
@@ -103,7 +72,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         >>> plan = ChunkPlan(range(10), [(MapIter, (abs,), {})], chunk_size=4)
         >>> it = MultiprocessPrefetchIter(plan, MultiprocessingOptions(num_workers=0))
         >>> [next(it), next(it)], it.get_state()
-        ([0, 1], {'chunk': 0, 'offset': 2})
+        ([0, 1], {'position': 0, 'offset': 2})
         >>> list(it)
         [2, 3, 4, 5, 6, 7, 8, 9]
     """
@@ -130,6 +99,15 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         self._last_origin: tuple[int, ...] | None = None
         self._generation = 0
         self._next_submit = 0
+        self._spans = SpanSchedule(
+            len(plan.dataset),
+            plan.chunk_size,
+            adaptive=plan.adaptive and options.num_workers > 0,
+            workers=options.num_workers,
+        )
+        self._sent: dict[int, float] = {}  # Unit -> when it was sent (adaptive timing).
+        self._carry = False  # Whether the restored offset may run past the first unit.
+        self._heard: list[float] = []  # Per worker: when its last result came.
         self._in_flight: list[collections.deque[tuple[int, int]]] = []
         self._stage_times: list[list[Any]] = []
         self._ledger = active_ledger()
@@ -162,10 +140,17 @@ class MultiprocessPrefetchIter(IterNode[Any]):
                     self.charge_skips(len(outputs))
                 if self._failure is None:
                     self._chunk, self._offset, self._outputs = self._chunk + 1, 0, None
+                    self._spans.forget_before(self._chunk)
             if self._failure is not None:
                 failure, self._failure, self._outputs = self._failure, None, None
                 raise failure  # After the chunk's outputs that came before it.
-            if self._chunk >= self._plan.num_chunks:
+            span = self._spans.span(self._chunk)
+            if span is None:
+                if self._offset:
+                    raise InvalidStateError(
+                        f"the state's offset goes {self._offset} outputs past the end of the "
+                        "stream: the state belongs to another pipeline."
+                    )
                 self.close()
                 raise StopIteration
             try:
@@ -174,17 +159,22 @@ class MultiprocessPrefetchIter(IterNode[Any]):
                 raise
             except Exception as error:
                 replay = self.replay_for(self._chunk)
-                outputs, origins, skips, _ = outputs_before(self._plan, self._chunk, error, replay)
+                outputs, origins, skips, _ = outputs_before(self._plan, span, error, replay)
                 if self._offset >= len(outputs):
                     self.set_skips(skips)
                     self.charge_skips(len(outputs))
                     raise
                 self._failure = error
             if self._offset > len(outputs):
-                raise InvalidStateError(
-                    f"the state's offset {self._offset} is past the {len(outputs)} outputs of "
-                    f"chunk {self._chunk}: the state belongs to another pipeline."
-                )
+                if not self._carry and self._spans.is_grid_chunk(span):
+                    raise InvalidStateError(
+                        f"the state's offset {self._offset} is past the {len(outputs)} outputs "
+                        f"of chunk {self._chunk}: the state belongs to another pipeline."
+                    )
+                # A state saved in a longer unit: its outputs go on in the next ones.
+                self._offset -= len(outputs)
+                self._chunk += 1
+                continue
             self._outputs, self._origins = outputs, origins
             self.set_skips(skips)
 
@@ -221,12 +211,13 @@ class MultiprocessPrefetchIter(IterNode[Any]):
             self.set_skips(self._skips[1:])
 
     def replay_for(self, chunk: int) -> tuple[Key, ...]:
-        """The restored ledger's skipped elements in `chunk`, in the plan's stage numbers."""
+        """The restored ledger's skipped elements in unit `chunk`, in the plan's stage numbers."""
         ledger = self._ledger
-        if ledger is None or not ledger.replay:
+        span = self._spans.span(chunk)
+        if ledger is None or not ledger.replay or span is None:
             return ()
-        size, first, stages = self._plan.chunk_size, self._first_stage, self._stages
-        start, stop = chunk * size, (chunk + 1) * size
+        first, stages = self._first_stage, self._stages
+        start, stop = span
         return tuple(
             (stage - first, origin)
             for stage, origin in ledger.replay
@@ -234,23 +225,48 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         )
 
     def get_state(self) -> IteratorState:
+        chunk, offset = self._chunk, self._offset
         if (
             self._outputs is not None
             and self._offset == len(self._outputs)
             and self._failure is None
             and self._skip_at > self._offset
         ):
-            return {"chunk": self._chunk + 1, "offset": 0}
-        return {"chunk": self._chunk, "offset": self._offset}
+            chunk, offset = chunk + 1, 0
+        return {"position": self.unit_start(chunk), "offset": offset}
+
+    def unit_start(self, chunk: int) -> int:
+        """The base position unit `chunk` starts at (the length, past the end)."""
+        span = self._spans.span(chunk)
+        return len(self._plan.dataset) if span is None else span[0]
+
+    def cursor(self) -> tuple[int, int]:
+        """`(unit, offset)`: the unit the next output comes from, and its index there."""
+        return self._chunk, self._offset
 
     def set_state(self, state: IteratorState, /) -> None:
-        checked = state_dict(self, state, ("chunk", "offset"))
-        chunk, offset = state_int(self, checked, "chunk"), state_int(self, checked, "offset")
-        if chunk > self._plan.num_chunks:
-            raise InvalidStateError(
-                f"{self!r}: state chunk {chunk} is past the last chunk ({self._plan.num_chunks})."
-            )
-        self._chunk, self._offset, self._outputs = chunk, offset, None
+        keys = ("position", "offset") if isinstance(state, dict) and "position" in state else None
+        checked = state_dict(self, state, keys or ("chunk", "offset"))
+        offset = state_int(self, checked, "offset")
+        if keys is not None:
+            position = state_int(self, checked, "position")
+            if position > len(self._plan.dataset):
+                raise InvalidStateError(
+                    f"{self!r}: state position {position} is past the end of the "
+                    f"{len(self._plan.dataset)} positions."
+                )
+        else:
+            chunk = state_int(self, checked, "chunk")
+            if chunk > self._plan.num_chunks:
+                raise InvalidStateError(
+                    f"{self!r}: state chunk {chunk} is past the last chunk "
+                    f"({self._plan.num_chunks})."
+                )
+            position = min(chunk * self._plan.chunk_size, len(self._plan.dataset))
+        self._chunk = self._spans.restart(position)
+        self._offset, self._outputs = offset, None
+        # A state saved in a unit of another cut may count outputs past this first unit.
+        self._carry = keys is not None or self._spans.adaptive
         self._failure = None
         self.set_skips(())
         self._restart()
@@ -271,12 +287,42 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         """
         workers = self._options.num_workers
         if workers == 0:
-            result = self._plan.run(chunk, replay=self.replay_for(chunk), read_ahead=True)
+            span = self.span_of(chunk)
+            result = self._plan.run(span, replay=self.replay_for(chunk), read_ahead=True)
         else:
             result = self._remote_result(chunk)
         if result.times:
             self._add_times(result.times)
         return result
+
+    def span_of(self, chunk: int) -> tuple[int, int]:
+        """The base positions of unit `chunk` (see `SpanSchedule`)."""
+        span = self._spans.span(chunk)
+        if span is None:
+            raise InvalidStateError(f"{self!r}: unit {chunk} is past the end of the stream.")
+        return span
+
+    def worker_of(self, chunk: int) -> int:
+        """The worker that runs unit `chunk`: grid chunk `c` on worker `c % num_workers`."""
+        return chunk % max(1, self._options.num_workers)
+
+    def sent(self, chunk: int) -> None:
+        """Notes when unit `chunk` went to its worker (for the adaptive cut's timing)."""
+        if self._spans.adaptive:
+            self._sent[chunk] = time.monotonic()
+
+    def heard(self, chunk: int) -> None:
+        """Notes that unit `chunk`'s result arrived: its worker's time feeds the cut."""
+        sent = self._sent.pop(chunk, None)
+        if sent is None:
+            return
+        worker = self.worker_of(chunk)
+        while len(self._heard) <= worker:
+            self._heard.append(0.0)
+        now = time.monotonic()
+        start, stop = self.span_of(chunk)
+        self._spans.observe(stop - start, now - max(sent, self._heard[worker]))
+        self._heard[worker] = now
 
     def _remote_result(self, chunk: int) -> ChunkResult:
         """Chunk `chunk` from the workers (the backend: here, local worker processes)."""
@@ -302,30 +348,31 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         return [(int(elements), float(seconds)) for elements, seconds in self._stage_times]
 
     def _receive(self, pool: WorkerPool, chunk: int) -> ChunkResult:
-        workers = self._options.num_workers
         self._end_leases(pool)
         self._submit_ahead(pool, chunk)
-        worker = chunk % workers
+        worker = self.worker_of(chunk)
+        expected = self.span_of(chunk)
         while True:
             _, sent_chunk = self._in_flight[worker][0]  # Popped only once answered.
             message = pool.receive(worker, f"while running chunk {sent_chunk}")
             sent_generation, _ = self._in_flight[worker].popleft()
             try:
                 kind, generation, got_chunk, payload = message
-                if kind == "error" and got_chunk < 0:  # The worker could not start.
+                if kind == "error" and got_chunk == -1:  # The worker could not start.
                     self.close()
                     raise self._rebuild(payload)
                 result = self._read(worker, payload) if kind == "ok" else None
                 if generation != self._generation or sent_generation != self._generation:
                     continue  # Work from before a restore: discard.
-                if got_chunk != chunk:
+                if got_chunk != expected:
                     raise RuntimeError(
-                        f"chute: worker {worker} answered chunk {got_chunk}, not {chunk}"
+                        f"chute: worker {worker} answered {got_chunk}, not {expected}"
                     )
                 if kind == "error":
                     self._restart()
                     raise self._rebuild(payload)
                 assert result is not None
+                self.heard(chunk)
                 return result
             except BaseException:
                 # Interrupted (Ctrl-C) or failed after the answer was taken: ask again
@@ -339,11 +386,15 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         ahead = workers * self._options.per_worker_buffer_size
         if self._next_submit <= chunk:
             self._next_submit = chunk  # After a restore, start at the wanted chunk.
-        while self._next_submit < min(chunk + ahead, self._plan.num_chunks):
+        while self._next_submit < chunk + ahead:
             target = self._next_submit
-            task = ("task", self._generation, target, self.replay_for(target))
-            pool.send(target % workers, task)
-            self._in_flight[target % workers].append((self._generation, target))
+            span = self._spans.span(target)
+            if span is None:
+                break
+            task = ("task", self._generation, span, self.replay_for(target))
+            pool.send(self.worker_of(target), task)
+            self._in_flight[self.worker_of(target)].append((self._generation, target))
+            self.sent(target)
             self._next_submit += 1
 
     def start_prefetch(self) -> None:
@@ -353,7 +404,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         0 workers or at the end of the stream. The chunks run from the current state,
         so call it after `set_state` when restoring.
         """
-        idle = self._outputs is None and self._chunk < self._plan.num_chunks
+        idle = self._outputs is None and self._spans.span(self._chunk) is not None
         if self._options.num_workers and idle:
             self._submit_ahead(self._ensure_pool(), self._chunk)
 
@@ -390,13 +441,15 @@ class MultiprocessPrefetchIter(IterNode[Any]):
                     pass  # Reported by the next receive, with what the worker was doing.
 
     def _rebuild(self, failure: WorkerFailure) -> BaseException:
-        size = self._plan.chunk_size
+        start, stop = self._plan.bounds(failure.chunk) if failure.chunk != -1 else (0, 0)
+        unit = f"positions {start}..{stop - 1}"
+        if self._spans.is_grid_chunk((start, stop)):
+            unit = f"chunk {start // self._plan.chunk_size} (base {unit})"
         where = (
-            f"chute: raised in worker {failure.worker} while running chunk {failure.chunk} "
-            f"(base positions {failure.chunk * size}..{(failure.chunk + 1) * size - 1}); the "
+            f"chute: raised in worker {failure.worker} while running {unit}; the "
             f"worker's traceback:\n{failure.traceback}"
         )
-        if failure.chunk < 0:
+        if failure.chunk == -1:
             where = f"chute: raised while starting worker {failure.worker}:\n{failure.traceback}"
         error = failure.exception()
         if error is None:

@@ -247,7 +247,9 @@ def plan_workers(
         dataset: the random-access base, read in order.
         steps: the stream steps over it, in order (see `PlanStep`).
         options: the workers: local processes, or a Ray cluster's (`RayOptions`).
-        chunk_size: positions per unit of work; None: `default_chunk_size`.
+        chunk_size: positions per unit of work; None: `default_chunk_size`, and units
+            adapted to the measured cost when the workers do not batch (see
+            `SpanSchedule`).
         elements_are_batches: the dataset's elements are whole batches (for the default
             chunk size).
         read_threads: threads that read each chunk's records.
@@ -280,8 +282,9 @@ def plan_workers(
     while split < len(ops) and ops[split].elementwise:
         split += 1
     tail = ops[split:]
+    batch = tail[0].batch if tail else None  # Set if the workers batch.
+    adaptive = chunk_size is None and batch is None  # Stacked batches keep their grid.
     if chunk_size is None:
-        batch = tail[0].batch if tail else None  # Set if the workers batch.
         chunk_size = default_chunk_size(
             len(dataset), elements_are_batches=elements_are_batches, batch=batch
         )
@@ -294,6 +297,7 @@ def plan_workers(
         read_threads,
         covered=covered,
         names=names,
+        adaptive=adaptive,
     )
     skip = None
     budget = None if at is None else steps[at].budget

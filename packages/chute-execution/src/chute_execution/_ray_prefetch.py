@@ -188,6 +188,7 @@ class RayPrefetchIter(MultiprocessPrefetchIter):
         try:
             self._wait(reference, chunk)
             kind, payload = ray.get(reference)
+            self.heard(chunk)
         except (WorkerDiedError, ChuteError):
             self.close()
             raise
@@ -213,7 +214,7 @@ class RayPrefetchIter(MultiprocessPrefetchIter):
         if self._next_submit <= chunk:
             self._next_submit = chunk  # After a restore, start at the wanted chunk.
         ahead = options.num_workers * options.per_worker_buffer_size
-        while self._next_submit < min(chunk + ahead, self._plan.num_chunks):
+        while self._next_submit < chunk + ahead and self._spans.span(self._next_submit):
             self._submit(self._next_submit)
             self._next_submit += 1
 
@@ -223,7 +224,7 @@ class RayPrefetchIter(MultiprocessPrefetchIter):
         Otherwise that happens at the first `next()`. Idempotent; nothing happens at
         the end of the stream. Call it after `set_state` when restoring.
         """
-        if self._outputs is None and self._chunk < self._plan.num_chunks:
+        if self._outputs is None and self._spans.span(self._chunk) is not None:
             self._connect()
             self._submit_from(self._chunk)
 
@@ -248,10 +249,12 @@ class RayPrefetchIter(MultiprocessPrefetchIter):
         )
         workers = options.num_workers
         wanted = (tasks.board, tasks.token, self._generation)
+        span, worker = self.span_of(chunk), self.worker_of(chunk)
         reference = remote.remote(
-            key, holder, chunk, self.replay_for(chunk), chunk % workers, workers, wanted
+            key, holder, span, self.replay_for(chunk), worker, workers, wanted
         )
         tasks.futures[chunk] = (self._generation, reference)
+        self.sent(chunk)
 
     def _wait(self, reference: Any, chunk: int) -> None:
         """Waits for `reference`, watching the cluster's head and the chunk's timeout."""

@@ -27,15 +27,15 @@ _KEEP = 4
 def run_chunk(
     key: str,
     holder: list[Any],
-    chunk: int,
+    chunk: Any,
     replay: tuple[Any, ...],
     worker: int,
     workers: int,
     wanted: tuple[Any, str, int],
 ) -> tuple[str, Any]:
-    """Runs `chunk` of the plan `key` (shipped in `holder[0]`); `("ok", result)` or an error.
+    """Runs `chunk` (a span) of the plan `key` (shipped in `holder[0]`): `("ok", result)`.
 
-    `worker` is the chunk's worker index (`chunk % workers`): `worker_init_fn` is called
+    Or an error. `worker` is the unit's worker index (`unit % workers`): `worker_init_fn` is called
     with it once, in each Ray worker process, before the first chunk of the plan there.
     `wanted` is `(board, token, generation)`: the chunk runs only if the board still
     wants that generation of the iterator `token`'s tasks.

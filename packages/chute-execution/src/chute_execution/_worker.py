@@ -36,7 +36,7 @@ __all__ = ["WorkerFailure", "load_plan", "worker_main"]
 class WorkerFailure:
     """What a worker reports about an exception: picklable whatever the exception was."""
 
-    def __init__(self, error: BaseException, chunk: int, worker: int) -> None:
+    def __init__(self, error: BaseException, chunk: Any, worker: int) -> None:
         self.type_name = f"{type(error).__module__}.{type(error).__qualname__}"
         self.message = str(error)
         self.traceback = "".join(traceback.format_exception(error))
@@ -150,7 +150,7 @@ def _keep_freed_memory() -> None:
     mallopt(_M_TRIM_THRESHOLD, _HEAP_KEEPS)
 
 
-def _run(plan: Any, chunk: int, writer: SlabWriter, replay: Any) -> Any:
+def _run(plan: Any, chunk: Any, writer: SlabWriter, replay: Any) -> Any:
     """Runs `chunk` and writes its result; a stacked batch is built right in a slab."""
     arena = writer.arena() if getattr(plan, "stack", False) else None
     if arena is None:

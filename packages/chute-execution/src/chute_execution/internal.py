@@ -8,13 +8,13 @@ Stable between chute's own packages of one release; may change between releases.
 - `SlabReader`, `SlabWriter`: the shared-memory transport's two ends (benchmarks),
   `DEFAULT_SLAB_SIZE` its slabs' size, `LEASE_MIN_BYTES` the smallest result handed
   out as a view into a slab rather than copied.
-- `CHUNK_POSITIONS`: the layout of the workers' `{"chunk", "offset"}` state, for
-  resharding.
+- `CHUNK_POSITIONS`: the layout of the workers' `{"position", "offset"}` state (and of
+  older versions' `{"chunk", "offset"}`), for resharding.
 
 Example:
     >>> from chute_execution.internal import CHUNK_POSITIONS
     >>> CHUNK_POSITIONS.write(70, 64)
-    {'chunk': 1, 'offset': 6}
+    {'position': 70, 'offset': 0}
 """
 
 from ._chunk_positions import CHUNK_POSITIONS

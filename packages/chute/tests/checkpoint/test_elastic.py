@@ -78,7 +78,7 @@ def test_worker_states_of_a_stream_batched_after_the_shard_reshard():
     _step(olds, 5)  # 30 positions: each of 3 new processes continues from local 10.
     documents = [make_document(it, i, 2) for i, it in enumerate(olds)]
     for k, document in enumerate(reshard(documents, 3)):
-        assert document["state"] == {"parent": {"chunk": 2, "offset": 2}}
+        assert document["state"] == {"parent": {"position": 10, "offset": 0}}
         it = iter(_stream_batched(k, 3, workers=0))
         apply_document(it, document)
         assert _lists(it) == _shard_batches(_order(), 30, k, 3)

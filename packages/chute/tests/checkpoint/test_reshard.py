@@ -157,8 +157,8 @@ def test_stages_that_move_positions_after_the_shard_are_refused():
         "stage 3 (window_shuffle) follows the shard stage and changes which position of the "
         "shard an element is (or keeps state across elements), so the global sequence cannot "
         "be re-cut; put it before .shard(...), or restore with the same process count. Stages "
-        "allowed after shard: ['batch', 'filter', 'map', 'mp_prefetch', 'prefetch', 'seed', "
-        "'to_device', 'to_iter_dataset']."
+        "allowed after shard: ['batch', 'filter', 'map', 'map_with_key', 'mp_prefetch', "
+        "'prefetch', 'seed', 'to_device', 'to_iter_dataset']."
     )
 
     def nested(i, n):
@@ -179,7 +179,7 @@ def test_a_filtered_worker_state_inside_a_chunk_is_refused():
         ds = chute.MapDataset.range(40).shard(i, n).to_iter_dataset().filter(operator.truth)
         return ds.mp_prefetch(chute.MultiprocessingOptions(num_workers=0), chunk_size=4)
 
-    with pytest.raises(ReshardError, match="inside a chunk of a filtered stream"):
+    with pytest.raises(ReshardError, match="inside a unit of a filtered stream"):
         reshard(_documents(pipeline=filtered), 1)
 
 

@@ -75,7 +75,7 @@ def test_a_worker_exception_keeps_its_type_and_names_worker_and_chunk():
     assert "raised by map(FailAt) on the element at position 23" in notes
     assert "raised in worker 0 while running chunk 2 (base positions 20..29)" in notes
     assert "Traceback" in notes
-    assert it.get_state() == {"chunk": 2, "offset": 3}
+    assert it.get_state() == {"position": 20, "offset": 3}
     with pytest.raises(KeyError):  # It stays at the failing element.
         next(it)
 
@@ -215,7 +215,7 @@ def test_a_stuck_worker_raises_after_the_timeout_and_leaves_nothing():
     with pytest.raises(WorkerTimeoutError, match=r"worker 0 \(pid \d+\) took more than 2.0 s"):
         next(it)
     assert time.monotonic() - start < 2.0 + 5
-    assert it.get_state() == {"chunk": 2, "offset": 0}
+    assert it.get_state() == {"position": 20, "offset": 0}
     assert _wait_for_no_new_segments(before) == set()
 
 

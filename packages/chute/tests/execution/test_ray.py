@@ -253,7 +253,7 @@ def test_arrays_are_read_in_place_and_tasks_in_flight_are_bounded():
     it.close()
     assert it._tasks.futures == {}  # Dropped: no reference left.
     assert ray.is_initialized()  # The cluster is the user's (this module's): left running.
-    assert it.get_state() == {"chunk": 7, "offset": 3}  # Closing keeps the position.
+    assert it.get_state() == {"position": 28, "offset": 3}  # Closing keeps the position.
 
 
 class RecordEach:
