@@ -75,3 +75,17 @@ def test_a_state_past_the_outputs_of_a_foreign_stream_is_refused():
         chute.InvalidStateError, match=r"goes \d+ outputs past the end of the stream"
     ):
         list(it)
+
+
+def test_a_state_of_older_versions_restores_into_adaptive_units():
+    # Older versions cut this pipeline into the planner's grid (19 positions for 300)
+    # and saved {"chunk": c, "offset": k}: output k of the stream from position 19 * c.
+    reference = iter(_pipeline(2, chunk_size=19))
+    reference.set_state({"position": 3 * 19, "offset": 5})
+    expected = list(reference)
+    legacy = iter(_pipeline(2))
+    legacy.set_state({"chunk": 3, "offset": 5})
+    assert list(legacy) == expected
+    zero = iter(_pipeline(0))
+    zero.set_state({"chunk": 3, "offset": 5})
+    assert list(zero) == expected
