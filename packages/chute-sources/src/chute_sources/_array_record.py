@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -12,12 +13,17 @@ from typing import Any, Literal
 import numpy as np
 from array_record.python.array_record_module import ArrayRecordReader
 
+from ._array_record_remote import RemoteShards
 from ._base import Source
 from ._codec import MAGIC, decode_record
 from ._distinct import distinct
 from ._errors import SourceFileError, SourceFileNotFoundError
 from ._paths import PathLike, display_paths, expand_paths
 from ._record_errors import located
+from ._remote._client import ObjectInfo, client_for
+from ._remote._expand import expand_url
+from ._remote._options import StorageOptions
+from ._remote._urls import is_object_url, local_path, parse_object_url
 
 __all__ = ["ArrayRecordSource", "Decoder", "FileInstruction", "open_array_record_reader"]
 
@@ -26,6 +32,7 @@ Decoder = Literal["auto"] | bool | Callable[[bytes], Any]
 
 _READER_OPTIONS = "readahead_buffer_size:0"
 _SUFFIXES = (".array_record", ".arrayrecord")
+_OWNER = "ArrayRecordSource"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,6 +106,13 @@ class ArrayRecordSource(Source[Any]):
             decodes every record with chute's codec (an error for foreign records);
             `False` returns raw bytes; a callable is applied to the raw bytes.
         reader_options: ArrayRecord reader options; the default suits random access.
+        storage_options: how to reach `s3://` / `gs://` files, and the shard cache
+            (default: from the environment; see `StorageOptions`).
+
+    Files in buckets (`s3://bucket/key`, `gs://...`, globs and folders of them) are
+    counted from their footers when the source is created (no shard is downloaded)
+    and read from local copies in the per-machine shard cache, downloaded on first
+    use or ahead of the reads (`prefetch`); see the cloud storage guide.
 
     Example:
         >>> import tempfile, os
@@ -118,6 +132,7 @@ class ArrayRecordSource(Source[Any]):
         *,
         decode: Decoder = "auto",
         reader_options: str = _READER_OPTIONS,
+        storage_options: StorageOptions | None = None,
     ) -> None:
         if not (decode in ("auto", True, False) or callable(decode)):
             raise ValueError(f"decode must be 'auto', True, False or a callable; got {decode!r}")
@@ -126,23 +141,40 @@ class ArrayRecordSource(Source[Any]):
             entries = [paths]
         else:
             entries = list(paths)  # type: ignore[arg-type]
+        storage = storage_options if storage_options is not None else StorageOptions()
         instructions: list[FileInstruction] = []
         unsized: list[tuple[int, str]] = []
+        remote: dict[int, ObjectInfo] = {}
         for entry in entries:
             if _is_instruction(entry):
+                filename = os.fspath(entry.filename)
                 instruction = FileInstruction(
-                    os.fspath(entry.filename), entry.skip, entry.take, entry.examples_in_shard
+                    filename if is_object_url(filename) else local_path(filename, _OWNER),
+                    entry.skip,
+                    entry.take,
+                    entry.examples_in_shard,
                 )
-                if not os.path.exists(instruction.filename):
+                if is_object_url(instruction.filename):
+                    url = parse_object_url(instruction.filename, _OWNER)
+                    remote[len(instructions)] = client_for(storage).stat(url)
+                elif not os.path.exists(instruction.filename):
                     raise SourceFileNotFoundError(
                         f"ArrayRecord file {instruction.filename!r} (file instruction) does "
                         "not exist."
                     )
                 instructions.append(instruction)
+            elif is_object_url(entry):
+                for info in expand_url(entry, "ArrayRecord", _SUFFIXES, _OWNER, storage):
+                    remote[len(instructions)] = info
+                    unsized.append((len(instructions), info.url))
+                    instructions.append(FileInstruction(info.url, examples_in_shard=0))
             else:
-                for file in expand_paths(entry, "ArrayRecord", _SUFFIXES, "ArrayRecordSource"):
+                if isinstance(entry, str):
+                    entry = local_path(entry, _OWNER)
+                for file in expand_paths(entry, "ArrayRecord", _SUFFIXES, _OWNER):
                     unsized.append((len(instructions), file))
                     instructions.append(FileInstruction(file, examples_in_shard=0))
+        self._remote = RemoteShards(remote, storage) if remote else None
         self._options = reader_options
         self._decode = decode
         self._readers: dict[int, ArrayRecordReader] = {}
@@ -158,10 +190,21 @@ class ArrayRecordSource(Source[Any]):
         self._starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self._skips = np.asarray([i.skip for i in instructions], dtype=np.int64)
         # Sizes when opened: a file truncated later reads back empty records, not errors.
-        self._file_bytes = tuple(_file_size(i.filename) for i in instructions)
+        # (Remote files are read at the version listed, so they cannot change.)
+        self._file_bytes = tuple(
+            remote[i].size if i in remote else _file_size(instruction.filename)
+            for i, instruction in enumerate(instructions)
+        )
 
     def _count_records(self, files: list[str]) -> list[int]:
+        remote = {info.url: info for info in self._remote.infos.values()} if self._remote else {}
+
         def count(file: str) -> int:
+            if file in remote:
+                assert self._remote is not None
+                return self._remote.count_records(
+                    remote[file], lambda path: open_array_record_reader(path, self._options)
+                )
             reader = open_array_record_reader(file, self._options)
             try:
                 return int(reader.num_records())
@@ -206,6 +249,11 @@ class ArrayRecordSource(Source[Any]):
 
     def _read_file(self, file_index: int, positions: list[int], keys: Sequence[int]) -> list[bytes]:
         try:
+            if self._remote is not None and file_index in self._remote.infos:
+                self._check_open()
+                opener = functools.partial(open_array_record_reader, options=self._options)
+                with self._remote.reader(file_index, opener) as reader:
+                    return list(reader.read(positions))
             records = list(self._reader(file_index).read(positions))
             if b"" in records:
                 self._check_unchanged(file_index, keys)
@@ -271,6 +319,19 @@ class ArrayRecordSource(Source[Any]):
                 raise named from failed
         raise first
 
+    def prefetch(self, record_keys: Sequence[int]) -> None:
+        """Starts fetching what reading `record_keys` will need (a hint; returns at once).
+
+        For files in buckets, the shards holding these records are downloaded into the
+        shard cache in the background, within `StorageOptions.prefetch_bytes`; local
+        files need nothing.
+        """
+        if self._remote is None or self._closed or len(record_keys) == 0:
+            return
+        keys = np.asarray(record_keys, dtype=np.int64)
+        files = np.searchsorted(self._starts, keys, side="right") - 1
+        self._remote.prefetch(dict.fromkeys(files.tolist()))
+
     def close(self) -> None:
         """Closes every open file; reads afterwards raise `SourceClosedError`."""
         with self._lock:
@@ -278,6 +339,8 @@ class ArrayRecordSource(Source[Any]):
             readers, self._readers = self._readers, {}
         for reader in readers.values():
             reader.close()
+        if self._remote is not None:
+            self._remote.close()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

@@ -15,6 +15,10 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidStateError",
     "LengthOverflowError",
+    "ObjectChangedError",
+    "ObjectStorageError",
+    "ObjectStoragePermissionError",
+    "ObjectStorageReadError",
     "RecordCodecError",
     "RecordIndexError",
     "RecordKeyTypeError",
@@ -180,5 +184,65 @@ class ErrorBudgetExceededError(ChuteError, RuntimeError):
 
     Example:
         >>> issubclass(ErrorBudgetExceededError, RuntimeError)
+        True
+    """
+
+
+class ObjectStorageError(SourceFileError):
+    """A bucket or object that cannot be used: missing credentials, unknown bucket, ...
+
+    The message names the URL and what to check. Missing objects raise
+    `SourceFileNotFoundError` instead (also a `FileNotFoundError`).
+
+    Example:
+        >>> issubclass(ObjectStorageError, OSError)
+        True
+    """
+
+
+class ObjectStoragePermissionError(ObjectStorageError, PermissionError):
+    """The credentials in use may not read (or write) an object or a bucket.
+
+    Example:
+        >>> issubclass(ObjectStoragePermissionError, PermissionError)
+        True
+    """
+
+
+class ObjectStorageReadError(ObjectStorageError):
+    """A read that kept failing (HTTP 5xx, timeouts, resets) after every allowed attempt.
+
+    Attributes:
+        url: the object's URL.
+        byte_range: the bytes asked for, `(start, end)` (end exclusive), or None for
+            the whole object.
+        attempts: how many times the request was made.
+
+    Example:
+        >>> error = ObjectStorageReadError("s3://b/k: failed", "s3://b/k", (0, 10), 6)
+        >>> error.url, error.byte_range, error.attempts
+        ('s3://b/k', (0, 10), 6)
+    """
+
+    def __init__(
+        self, message: str, url: str, byte_range: tuple[int, int] | None, attempts: int
+    ) -> None:
+        super().__init__(message)
+        self.url = url
+        self.byte_range = byte_range
+        self.attempts = attempts
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.url, self.byte_range, self.attempts))
+
+
+class ObjectChangedError(ObjectStorageError):
+    """An object that was replaced after its source was created (another ETag/generation).
+
+    chute never mixes bytes of two versions of an object: create the source again to
+    read the new version.
+
+    Example:
+        >>> issubclass(ObjectChangedError, ObjectStorageError)
         True
     """
