@@ -27,6 +27,10 @@ from ._errors import ErrorBudgetExceededError as ErrorBudgetExceededError
 from ._errors import InvalidArgumentError as InvalidArgumentError
 from ._errors import InvalidStateError as InvalidStateError
 from ._errors import LengthOverflowError as LengthOverflowError
+from ._errors import ObjectChangedError as ObjectChangedError
+from ._errors import ObjectStorageError as ObjectStorageError
+from ._errors import ObjectStoragePermissionError as ObjectStoragePermissionError
+from ._errors import ObjectStorageReadError as ObjectStorageReadError
 from ._errors import RecordCodecError as RecordCodecError
 from ._errors import RecordIndexError as RecordIndexError
 from ._errors import RecordKeyTypeError as RecordKeyTypeError
@@ -53,6 +57,14 @@ from ._protocols import RandomAccessDataSource as RandomAccessDataSource
 from ._protocols import SupportsGetItems as SupportsGetItems
 from ._protocols import read_records as read_records
 from ._range import RangeSource as RangeSource
+from ._remote._api import delete_object as delete_object
+from ._remote._api import list_objects as list_objects
+from ._remote._api import object_info as object_info
+from ._remote._api import read_object as read_object
+from ._remote._api import write_object as write_object
+from ._remote._client import ObjectInfo as ObjectInfo
+from ._remote._options import StorageOptions as StorageOptions
+from ._remote._urls import is_object_url as is_object_url
 from ._sequence import SequenceSource as SequenceSource
 from ._shared_memory import SharedMemorySource as SharedMemorySource
 
@@ -109,6 +121,11 @@ __all__ = [
     "JsonValue",
     "LengthOverflowError",
     "NumpySource",
+    "ObjectChangedError",
+    "ObjectInfo",
+    "ObjectStorageError",
+    "ObjectStoragePermissionError",
+    "ObjectStorageReadError",
     "ParquetSource",
     "ParquetStream",
     "PipelineDescription",
@@ -128,15 +145,22 @@ __all__ = [
     "SourceFileError",
     "SourceFileNotFoundError",
     "StageTraits",
+    "StorageOptions",
     "SupportsGetItems",
     "declare_stage",
     "declared_stages",
     "decode_record",
+    "delete_object",
     "encode_record",
     "is_declared",
     "is_encoded_record",
+    "is_object_url",
+    "list_objects",
+    "object_info",
+    "read_object",
     "read_records",
     "shard_paths",
     "stage_traits",
     "write_array_record",
+    "write_object",
 ]

@@ -34,6 +34,11 @@ class ObjectInfo:
         size: its size in bytes.
         version: its ETag (every read asks for exactly this version), or None if the
             server gives none.
+
+    Example:
+        >>> info = ObjectInfo("s3://bucket/train.parquet", size=1024, version='"abc"')
+        >>> info.location.key, info.size
+        ('train.parquet', 1024)
     """
 
     url: str
