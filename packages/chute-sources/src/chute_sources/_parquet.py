@@ -20,6 +20,7 @@ from ._parquet_index import ParquetIndex, ParquetPaths, ParquetRecord, table_row
 from ._parquet_stream import ParquetStream
 from ._paths import display_paths
 from ._record_errors import located
+from ._remote._options import StorageOptions
 
 __all__ = ["ParquetRecord", "ParquetSource", "ParquetStream"]
 
@@ -56,6 +57,13 @@ class ParquetSource(Source[ParquetRecord]):
         columns: the columns to read (top-level names; a struct column comes whole),
             or None for all of them.
         cache_row_groups: how many decoded row groups to keep; 0 disables the cache.
+        storage_options: how to reach `s3://` / `gs://` files (default: from the
+            environment; see `StorageOptions`).
+
+    Files in buckets (`s3://bucket/data/*.parquet`, `gs://...`) are read by ranged
+    requests: each footer once, when the source is created, and each row group in one
+    request for the span of its column chunks, fetched ahead of the reads that need it
+    when the pipeline knows its order (`prefetch`).
 
     Raises:
         SourceFileNotFoundError: a path or a pattern names no file.
@@ -80,9 +88,10 @@ class ParquetSource(Source[ParquetRecord]):
         paths: ParquetPaths,
         columns: Sequence[str] | None = None,
         cache_row_groups: int = 8,
+        storage_options: StorageOptions | None = None,
     ) -> None:
         cache_row_groups = check_int(cache_row_groups, "cache_row_groups", "ParquetSource")
-        self._index = ParquetIndex(paths, columns, "ParquetSource")
+        self._index = ParquetIndex(paths, columns, "ParquetSource", storage_options)
         self._paths_shown = display_paths(paths)
         self._cache_row_groups = cache_row_groups
         self._init_runtime()
@@ -195,6 +204,25 @@ class ParquetSource(Source[ParquetRecord]):
                     self._cache.popitem(last=False)
         return table
 
+    def prefetch(self, record_keys: Sequence[int]) -> None:
+        """Starts fetching the row groups that reading `record_keys` needs (a hint).
+
+        Only files in buckets fetch anything: each row group not decoded yet is
+        fetched in the background, in the order of the keys, within
+        `StorageOptions.prefetch_bytes`; the reads then take it. Returns at once.
+        """
+        if self._index.remote is None or self._closed or len(record_keys) == 0:
+            return
+        groups = self._index.locate_many(np.asarray(record_keys, dtype=np.int64))
+        with self._lock:
+            cached = set(self._cache)
+        for group in dict.fromkeys(groups.tolist()):
+            if group in cached:
+                continue
+            file = int(self._index.group_file[group])
+            if not self._index.prefetch(file, int(self._index.group_local[group])):
+                break
+
     def close(self) -> None:
         """Closes the open files and empties the cache; later reads raise `SourceClosedError`."""
         with self._lock:
@@ -205,6 +233,7 @@ class ParquetSource(Source[ParquetRecord]):
             self._cache.clear()
         for handle in handles:
             handle.close()
+        self._index.close()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

@@ -17,8 +17,12 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._errors import CorruptRecordError, SourceFileError, SourceFileNotFoundError
+from ._errors import ChuteError, CorruptRecordError, SourceFileError, SourceFileNotFoundError
+from ._parquet_remote import RemoteParquetFiles
 from ._paths import expand_paths
+from ._remote._expand import expand_url
+from ._remote._options import StorageOptions
+from ._remote._urls import is_object_url, local_path
 
 __all__ = [
     "ParquetIndex",
@@ -38,9 +42,32 @@ ParquetRecord: TypeAlias = dict[str, Any]
 _READ_ERRORS = (pa.ArrowException, OSError, ValueError)
 
 
+_SUFFIXES = (".parquet", ".parq")
+
+
 def expand_parquet_paths(paths: ParquetPaths, owner: str) -> list[str]:
-    """The Parquet files that `paths` names (files, glob patterns, folders)."""
-    return expand_paths(paths, "Parquet", (".parquet", ".parq"), owner)
+    """The local Parquet files that `paths` names (files, glob patterns, folders)."""
+    return expand_paths(paths, "Parquet", _SUFFIXES, owner)
+
+
+def _expand(
+    paths: ParquetPaths, owner: str, options: StorageOptions
+) -> tuple[list[str], dict[int, Any]]:
+    """Files (local paths and URLs) in order, and the objects of the URLs by position."""
+    entries = [paths] if isinstance(paths, str | os.PathLike) else paths
+    if not isinstance(entries, Sequence) or not entries:
+        return expand_parquet_paths(paths, owner), {}
+    files: list[str] = []
+    remote: dict[int, Any] = {}
+    for entry in entries:
+        if is_object_url(entry):
+            for info in expand_url(entry, "Parquet", _SUFFIXES, owner, options):  # type: ignore[arg-type]
+                remote[len(files)] = info
+                files.append(info.url)
+        else:
+            entry = local_path(entry, owner) if isinstance(entry, str) else entry
+            files.extend(expand_parquet_paths(entry, owner))
+    return files, remote
 
 
 def check_columns(columns: Sequence[str] | None, owner: str) -> tuple[str, ...] | None:
@@ -91,14 +118,23 @@ class ParquetIndex:
         num_rows: the number of rows of all files together.
     """
 
-    def __init__(self, paths: ParquetPaths, columns: Sequence[str] | None, owner: str) -> None:
-        self.files = tuple(expand_parquet_paths(paths, owner))
+    def __init__(
+        self,
+        paths: ParquetPaths,
+        columns: Sequence[str] | None,
+        owner: str,
+        storage_options: StorageOptions | None = None,
+    ) -> None:
+        options = storage_options if storage_options is not None else StorageOptions()
+        files, remote = _expand(paths, owner, options)
+        self.files = tuple(files)
+        self.remote = RemoteParquetFiles(remote, options) if remote else None
         self.columns = check_columns(columns, owner)
         self.owner = owner
         row_group_rows: list[tuple[int, ...]] = []
         first_schema: Any = None
-        for path in self.files:
-            with self.open(path) as handle:
+        for number, path in enumerate(self.files):
+            with self.open_file(number, check=False) as handle:
                 schema = self._projected_schema(path, handle.schema_arrow)
                 metadata = handle.metadata
                 sizes = tuple(
@@ -164,10 +200,30 @@ class ParquetIndex:
                 f"or another format): {exc}"
             ) from exc
 
-    def open_file(self, file: int) -> Any:
-        """Opens file number `file` again and checks that its row groups did not change."""
+    def is_remote(self, file: int) -> bool:
+        """Whether file number `file` lives in a bucket."""
+        return self.remote is not None and file in self.remote.infos
+
+    def open_file(self, file: int, check: bool = True) -> Any:
+        """Opens file number `file` again and checks that its row groups did not change.
+
+        A file in a bucket is read at the version (ETag) listed when the index was
+        made, so it cannot change; its footer is read once.
+        """
         path = self.files[file]
+        if self.remote is not None and file in self.remote.infos:
+            try:
+                return self.remote.open(file)
+            except ChuteError:
+                raise
+            except _READ_ERRORS as exc:
+                raise SourceFileError(
+                    f"{self.owner}: {path} is not a readable Parquet file (corrupt, "
+                    f"truncated, or another format): {exc}"
+                ) from exc
         handle = self.open(path)
+        if not check:
+            return handle
         metadata = handle.metadata
         sizes = tuple(int(metadata.row_group(j).num_rows) for j in range(metadata.num_row_groups))
         if sizes != self.row_group_rows[file]:
@@ -186,16 +242,31 @@ class ParquetIndex:
             SourceFileError: the row group does not decode.
         """
         try:
+            if self.remote is not None and file in self.remote.infos:
+                return self.remote.read_row_group(file, row_group, self.columns, use_threads)
             return handle.read_row_group(
                 row_group,
                 columns=None if self.columns is None else list(self.columns),
                 use_threads=use_threads,
             )
+        except ChuteError:
+            raise
         except _READ_ERRORS as exc:
             raise SourceFileError(
                 f"{self.owner}: row group {row_group} of {self.files[file]} does not decode; "
                 f"it is not a readable Parquet file (corrupt or truncated): {exc}"
             ) from exc
+
+    def prefetch(self, file: int, row_group: int) -> bool:
+        """Starts fetching a row group of a file in a bucket (False: over the budget)."""
+        if self.remote is None or file not in self.remote.infos:
+            return True
+        return self.remote.prefetch(file, row_group, self.columns)
+
+    def close(self) -> None:
+        """Drops what was fetched ahead."""
+        if self.remote is not None:
+            self.remote.close()
 
     def locate(self, index: int) -> int:
         """Returns the global row group that holds row `index` (in `[0, num_rows)`)."""

@@ -10,8 +10,12 @@ from ._errors import InvalidStateError, SourceClosedError
 from ._parquet_index import ParquetIndex, ParquetPaths, ParquetRecord, table_rows
 from ._paths import display_paths
 from ._protocols import IteratorState
+from ._remote._options import StorageOptions
 
 __all__ = ["ParquetStream"]
+
+_READ_AHEAD = 2
+"""Row groups of files in buckets fetched ahead of the one being read."""
 
 _STATE_KEYS = ("file", "row_group", "row")
 
@@ -36,6 +40,9 @@ class ParquetStream:
             list of files and patterns.
         columns: the columns to read (top-level names), or None for all of them.
         batch_rows: how many rows to convert to Python objects at once.
+        storage_options: how to reach `s3://` / `gs://` files (default: from the
+            environment). Files in buckets are read one row group per request, the
+            next row groups fetched ahead while the current one is read.
 
     Raises:
         SourceFileNotFoundError: a path or a pattern names no file.
@@ -64,9 +71,10 @@ class ParquetStream:
         paths: ParquetPaths,
         columns: Sequence[str] | None = None,
         batch_rows: int = 1024,
+        storage_options: StorageOptions | None = None,
     ) -> None:
         batch_rows = check_int(batch_rows, "batch_rows", "ParquetStream", minimum=1)
-        self._index = ParquetIndex(paths, columns, "ParquetStream")
+        self._index = ParquetIndex(paths, columns, "ParquetStream", storage_options)
         self._paths_shown = display_paths(paths)
         self._batch_rows = batch_rows
         self._closed = False
@@ -142,9 +150,19 @@ class ParquetStream:
             self._close_handle()
             self._handle = self._index.open_file(file)
             self._handle_file = file
+        self._read_ahead(file, row_group)
         self._table = self._index.read_row_group(self._handle, file, row_group, use_threads=True)
         self._table_key = (file, row_group)
         return self._table
+
+    def _read_ahead(self, file: int, row_group: int) -> None:
+        """Asks for the next row groups of files in buckets to be fetched meanwhile."""
+        if self._index.remote is None:
+            return
+        for _ in range(_READ_AHEAD):
+            file, row_group, _row = self._index.advance(file, row_group + 1, 0)
+            if file == len(self._index.files) or not self._index.prefetch(file, row_group):
+                return
 
     def get_state(self) -> IteratorState:
         """Returns the position of the next record as `{"file", "row_group", "row"}`."""
@@ -224,6 +242,7 @@ class ParquetStream:
         self._row += self._buffer_pos
         self._buffer, self._buffer_pos = [], 0
         self._release()
+        self._index.close()
 
     def __enter__(self) -> Self:
         return self
