@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from chute_samplers import IterNode
+from chute_samplers import IterNode, prefetch_span
 from chute_samplers.internal import Span, read_span, reader_name
 from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
 from chute_sources.internal import (
@@ -278,6 +278,21 @@ class ChunkPlan:
         start = chunk * self.chunk_size
         return start, min(start + self.chunk_size, len(self.dataset))
 
+    def prefetch(self, chunk: Chunk) -> None:
+        """Tells the source that `chunk`'s records come soon (`chute_samplers.prefetch_span`).
+
+        Sources in buckets start fetching them; others ignore it. A hint only: it never
+        raises (the read itself reports a failure) and never changes the outputs.
+
+        Example:
+            >>> ChunkPlan(range(10), chunk_size=4).prefetch(1)  # range has no prefetch
+        """
+        start, stop = self.bounds(chunk)
+        try:
+            prefetch_span(self.dataset, start, stop)
+        except Exception:  # A hint: the read that needs these records reports failures.
+            return
+
     @property
     def num_chunks(self) -> int:
         """How many chunks the base has (the last may be short)."""
@@ -428,6 +443,9 @@ class ChunkPlan:
         next chunks' records with this one's (see `_read_ahead`); the outputs are the
         same.
         """
+        if read_ahead:  # In order in this process: the next span of this size comes next.
+            start, stop = self.bounds(chunk)
+            self.prefetch((stop, min(len(self.dataset), 2 * stop - start)))
         fast = None if self.timed or self.skip_errors else self._maps_only()
         computed = None if fast is None else self._run_maps(chunk, fast, read_ahead)
         if computed is not None:

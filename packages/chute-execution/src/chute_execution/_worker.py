@@ -234,6 +234,10 @@ def worker_main(
             writer.lease(message[1])
         else:
             tasks.append((message[1], message[2], message[3]))
+            getattr(plan, "prefetch", lambda chunk: None)(message[2])  # Fetched meanwhile.
+
+    def stopped() -> bool:
+        return stop
 
     def wait_for_release(seconds: float) -> None:
         if connection.poll(seconds):
@@ -256,6 +260,13 @@ def worker_main(
                     break  # The consumer is gone.
                 continue
             generation, chunk, replay = tasks.popleft()
+            try:  # Tasks sent ahead: received now, so their records are fetched meanwhile.
+                while connection.poll(0):
+                    handle(connection.recv())
+                    if stopped():
+                        return
+            except (EOFError, OSError):
+                break
             message: tuple[str, int, int, Any]
             try:
                 message = ("ok", generation, chunk, _run(plan, chunk, writer, replay))

@@ -34,6 +34,7 @@ from ._node import PositionArray as PositionArray
 from ._node import fetch as fetch
 from ._node import node_epoch_length as node_epoch_length
 from ._permutation import Permutation as Permutation
+from ._record_keys import prefetch_span as prefetch_span
 from ._record_keys import reader_dataset as reader_dataset
 from ._record_keys import record_keys as record_keys
 from ._repeat import RepeatMap as RepeatMap
@@ -84,6 +85,7 @@ __all__ = [
     "ZipMap",
     "fetch",
     "node_epoch_length",
+    "prefetch_span",
     "reader_dataset",
     "record_keys",
     "record_rng",

@@ -23,7 +23,7 @@ from chute_sources import InvalidArgumentError
 from ._iter_base import upstream_iterators
 from ._node import EpochArray, MapNode, PositionArray
 
-__all__ = ["reader_dataset", "record_keys"]
+__all__ = ["prefetch_span", "reader_dataset", "record_keys"]
 
 
 _FOLD = np.uint64(0x100000001B3)  # An odd multiplier (FNV's prime): folds passes.
@@ -62,6 +62,43 @@ def record_keys(
         with np.errstate(over="ignore"):  # Wraps around 2**64 on purpose.
             passes = passes * _FOLD + epochs.astype(np.uint64)
     return positions, passes
+
+
+def prefetch_span(dataset: Any, start: int, stop: int) -> bool:
+    """Tells the source under `dataset` that positions `[start, stop)` will be read soon.
+
+    Follows the positions down to the source's keys (as `record_keys` does) and calls
+    the source's `prefetch(keys)` if it has one (sources in buckets fetch those records
+    ahead; a hint, the reads give the same records either way). Does nothing when a
+    node on the way does not map positions to single records, or the source has no
+    `prefetch`.
+
+    Returns:
+        Whether a source was told.
+
+    Example:
+        >>> from chute_samplers import ShuffleMap
+        >>> class Source(list):
+        ...     def prefetch(self, keys):
+        ...         print("soon:", sorted(keys.tolist()))
+        >>> prefetch_span(ShuffleMap(Source(range(6)), seed=0), 0, 6)
+        soon: [0, 1, 2, 3, 4, 5]
+        True
+    """
+    if stop <= start:
+        return False
+    positions = np.arange(start, stop, dtype=np.int64)
+    epochs = np.zeros(positions.size, dtype=np.uint64)
+    while isinstance(dataset, MapNode):
+        located = dataset.parent_positions(positions, epochs)
+        if located is None:
+            return False
+        dataset, positions, epochs = located
+    prefetch = getattr(dataset, "prefetch", None)
+    if not callable(prefetch):
+        return False
+    prefetch(positions)
+    return True
 
 
 def reader_dataset(iterator: object) -> Any | None:
