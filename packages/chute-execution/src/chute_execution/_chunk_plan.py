@@ -390,6 +390,8 @@ class ChunkPlan:
         elif seconds > 0.032:
             size = max(self.chunk_size, size // 2)
         object.__setattr__(self, "_ahead_size", size)
+        end = start + len(span.elements)
+        self.prefetch((end, min(len(self.dataset), end + size)))  # What the next read takes.
         if span.error is not None or span.failures or _has_dropped(span.elements):
             object.__setattr__(self, "_held", None)
             return None
@@ -443,10 +445,10 @@ class ChunkPlan:
         next chunks' records with this one's (see `_read_ahead`); the outputs are the
         same.
         """
-        if read_ahead:  # In order in this process: the next span of this size comes next.
+        fast = None if self.timed or self.skip_errors else self._maps_only()
+        if read_ahead and fast is None:  # Run in order here: the next span comes next.
             start, stop = self.bounds(chunk)
             self.prefetch((stop, min(len(self.dataset), 2 * stop - start)))
-        fast = None if self.timed or self.skip_errors else self._maps_only()
         computed = None if fast is None else self._run_maps(chunk, fast, read_ahead)
         if computed is not None:
             outputs, origins = computed
