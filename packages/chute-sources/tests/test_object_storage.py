@@ -18,6 +18,7 @@ from chute_sources import (
     FileInstruction,
     InvalidArgumentError,
     ObjectChangedError,
+    ObjectStorageCredentialsError,
     ParquetSource,
     ParquetStream,
     SourceFileNotFoundError,
@@ -195,3 +196,18 @@ def test_urls_are_checked():
 def test_file_urls_read_local_files(local_files):
     assert len(ParquetSource("file://" + local_files[1][0])) == 200
     assert len(ArrayRecordSource("file://" + local_files[0][0])) == 200
+
+
+@pytest.mark.parametrize("url", ["s3://some-bucket/x.parquet", "gs://some-bucket/x.parquet"])
+def test_missing_credentials_are_a_clear_error_at_construction(monkeypatch, url):
+    for name in list(os.environ):
+        if name.startswith(("AWS_", "GOOGLE_", "STORAGE_EMULATOR")):
+            monkeypatch.delenv(name)
+    options = StorageOptions(endpoint="http://127.0.0.1:9", max_attempts=2, initial_backoff=0)
+    if url.startswith("gs://"):
+        options = StorageOptions(max_attempts=2, initial_backoff=0)
+    with pytest.raises(ObjectStorageCredentialsError, match="no credentials found") as caught:
+        ParquetSource(url, storage_options=options)
+    assert ("AWS_ACCESS_KEY_ID" if url.startswith("s3") else "GOOGLE_APPLICATION") in str(
+        caught.value
+    )

@@ -28,6 +28,7 @@ from ._errors import InvalidArgumentError as InvalidArgumentError
 from ._errors import InvalidStateError as InvalidStateError
 from ._errors import LengthOverflowError as LengthOverflowError
 from ._errors import ObjectChangedError as ObjectChangedError
+from ._errors import ObjectStorageCredentialsError as ObjectStorageCredentialsError
 from ._errors import ObjectStorageError as ObjectStorageError
 from ._errors import ObjectStoragePermissionError as ObjectStoragePermissionError
 from ._errors import ObjectStorageReadError as ObjectStorageReadError
@@ -123,6 +124,7 @@ __all__ = [
     "NumpySource",
     "ObjectChangedError",
     "ObjectInfo",
+    "ObjectStorageCredentialsError",
     "ObjectStorageError",
     "ObjectStoragePermissionError",
     "ObjectStorageReadError",

@@ -16,6 +16,7 @@ __all__ = [
     "InvalidStateError",
     "LengthOverflowError",
     "ObjectChangedError",
+    "ObjectStorageCredentialsError",
     "ObjectStorageError",
     "ObjectStoragePermissionError",
     "ObjectStorageReadError",
@@ -244,5 +245,14 @@ class ObjectChangedError(ObjectStorageError):
 
     Example:
         >>> issubclass(ObjectChangedError, ObjectStorageError)
+        True
+    """
+
+
+class ObjectStorageCredentialsError(ObjectStoragePermissionError):
+    """No credentials were found for a bucket (environment, files and metadata service).
+
+    Example:
+        >>> issubclass(ObjectStorageCredentialsError, PermissionError)
         True
     """

@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from .._errors import (
     ObjectChangedError,
+    ObjectStorageCredentialsError,
     ObjectStorageError,
     ObjectStoragePermissionError,
     ObjectStorageReadError,
@@ -97,10 +98,39 @@ class Request:
         return f"{self.verb} {self.url} bytes [{start}, {end})"
 
 
+_METADATA_SERVICES = ("169.254.169.254", "metadata.google.internal", "token request")
+
+
+def missing_credentials(error: BaseException, request: Request) -> Exception | None:
+    """The error to raise if `error` says no credentials could be found, else None."""
+    text = str(error)
+    if not any(service in text for service in _METADATA_SERVICES):
+        return None
+    if request.url.startswith("s3://"):
+        where = (
+            "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for "
+            "temporary ones), or pass StorageOptions(access_key_id=..., "
+            "secret_access_key=...)"
+        )
+    else:
+        where = (
+            "set GOOGLE_APPLICATION_CREDENTIALS to a service account key file, or pass "
+            "StorageOptions(service_account_path=...)"
+        )
+    return ObjectStorageCredentialsError(
+        f"{request}: no credentials found (not in the environment, and the machine's "
+        f"metadata service gave none); {where}, or StorageOptions(anonymous=True) for a "
+        f"public bucket. ({text.splitlines()[0]})"
+    )
+
+
 def translate(error: BaseException, request: Request, hint: str = "") -> Exception:
     """An obstore error as chute's own error type, naming the request."""
     from obstore import exceptions as obx
 
+    credentials = missing_credentials(error, request)
+    if credentials is not None:
+        return credentials
     detail = str(error).split("\n", 1)[0]
     if isinstance(error, obx.PreconditionError):
         return ObjectChangedError(
@@ -143,7 +173,7 @@ def with_retries(
         except Exception as error:
             if isinstance(error, ObjectStorageError | SourceFileNotFoundError):
                 raise
-            if not is_transient(error):
+            if not is_transient(error) or missing_credentials(error, request) is not None:
                 raise translate(error, request) from error
             if attempt == options.max_attempts:
                 detail = str(error).split("\n", 1)[0]
