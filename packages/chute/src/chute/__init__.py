@@ -39,6 +39,11 @@ from chute_sources import InvalidStateError as InvalidStateError
 from chute_sources import JsonLinesSource as JsonLinesSource
 from chute_sources import LengthOverflowError as LengthOverflowError
 from chute_sources import NumpySource as NumpySource
+from chute_sources import ObjectChangedError as ObjectChangedError
+from chute_sources import ObjectStorageCredentialsError as ObjectStorageCredentialsError
+from chute_sources import ObjectStorageError as ObjectStorageError
+from chute_sources import ObjectStoragePermissionError as ObjectStoragePermissionError
+from chute_sources import ObjectStorageReadError as ObjectStorageReadError
 from chute_sources import RandomAccessDataSource as RandomAccessDataSource
 from chute_sources import RangeSource as RangeSource
 from chute_sources import RecordCodecError as RecordCodecError
@@ -50,6 +55,7 @@ from chute_sources import SharedMemorySource as SharedMemorySource
 from chute_sources import SkippedElement as SkippedElement
 from chute_sources import SourceFileError as SourceFileError
 from chute_sources import SourceFileNotFoundError as SourceFileNotFoundError
+from chute_sources import StorageOptions as StorageOptions
 from chute_sources import decode_record as decode_record
 from chute_sources import encode_record as encode_record
 from chute_transforms import BatchError as BatchError
@@ -158,6 +164,11 @@ __all__ = [
     "MultiprocessingOptions",
     "NoSharding",
     "NumpySource",
+    "ObjectChangedError",
+    "ObjectStorageCredentialsError",
+    "ObjectStorageError",
+    "ObjectStoragePermissionError",
+    "ObjectStorageReadError",
     "PackingError",
     "ParquetSource",
     "ParquetStream",
@@ -184,6 +195,7 @@ __all__ = [
     "SkippedElement",
     "SourceFileError",
     "SourceFileNotFoundError",
+    "StorageOptions",
     "Tokenize",
     "WorkerDiedError",
     "WorkerError",
