@@ -142,8 +142,10 @@ class ObjectClient:
             if "://" not in emulator:
                 emulator = f"http://{emulator}"
             gcs["base_url"] = emulator.rstrip("/")
-            if options.service_account_path is None:
-                gcs["skip_signature"] = True
+            if options.service_account_path is None and not options.anonymous:
+                # An emulator takes no credentials (Google's own clients send none to
+                # STORAGE_EMULATOR_HOST); obstore wants one for writes, so a placeholder.
+                gcs["bearer_token"] = "emulator"
         if options.service_account_path is not None:
             gcs["service_account"] = options.service_account_path
         if options.anonymous:
