@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 import timeit
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -119,7 +120,8 @@ class ArrayRecordFromBucket(_Bucket):
         _drain(_pipeline(ArrayRecordSource(self.shards), array_record_image))
 
     def _warm(self) -> None:
-        _drain(_pipeline(ArrayRecordSource(self.urls, storage_options=self.warm), array_record_image))
+        source = ArrayRecordSource(self.urls, storage_options=self.warm)
+        _drain(_pipeline(source, array_record_image))
 
     def _cold(self) -> None:
         source = ArrayRecordSource(self.urls, storage_options=self.options())
@@ -165,8 +167,8 @@ class LatencyAndPrefetch(_Bucket):
     The ratio is to the same budget without injected latency (both through the proxy).
     """
 
-    params = [0, 16 << 20, 256 << 20]
-    param_names = ["prefetch_bytes"]
+    params: ClassVar[list[int]] = [0, 16 << 20, 256 << 20]
+    param_names: ClassVar[list[str]] = ["prefetch_bytes"]
 
     def _read(self, latency: float, prefetch_bytes: int) -> None:
         self.proxy.latency = latency

@@ -148,18 +148,14 @@ _READ_ALL = textwrap.dedent(
 )
 
 
-def test_processes_sharing_the_cache_download_each_shard_once(
-    loopback_s3, bucket, proxy, tmp_path
-):
+def test_processes_sharing_the_cache_download_each_shard_once(loopback_s3, bucket, proxy, tmp_path):
     import pickle
 
     options = options_via(loopback_s3, proxy.endpoint, tmp_path)
     source = ArrayRecordSource(loopback_s3.url(bucket, "shards/"), storage_options=options)
     proxy.clear()
     blob = pickle.dumps(source).hex()
-    readers = [
-        subprocess.Popen([sys.executable, "-c", _READ_ALL, blob]) for _ in range(3)
-    ]
+    readers = [subprocess.Popen([sys.executable, "-c", _READ_ALL, blob]) for _ in range(3)]
     assert [reader.wait(timeout=120) for reader in readers] == [0, 0, 0]
     downloads = [r.path for r in proxy.requests if r.method == "GET" and r.range is None]
     assert sorted(downloads) == sorted(
