@@ -20,7 +20,7 @@ import pyarrow as pa
 from ._base import Source
 from ._errors import CorruptRecordError, SourceFileError
 from ._hf_disk_layout import OWNER, ArrowFile, find_saved_dataset, open_arrow_file
-from ._parquet_index import check_columns, table_rows
+from ._parquet_index import arrow_indices, check_columns, table_rows
 from ._record_errors import located
 
 __all__ = ["HuggingFaceDiskSource"]
@@ -256,7 +256,11 @@ class HuggingFaceDiskSource(Source[dict[str, Any]]):
         for positions in groups:
             number = int(batches[positions[0]])
             batch, chosen = opened.batches[number], rows[positions]
-            part = batch.slice(int(chosen[0]), 1) if chosen.size == 1 else batch.take(chosen)
+            part = (
+                batch.slice(int(chosen[0]), 1)
+                if chosen.size == 1
+                else batch.take(arrow_indices(chosen))
+            )
             try:
                 taken = table_rows(part, f"{OWNER}: {self._files[opened.batch_file[number]]}")
             except CorruptRecordError as error:

@@ -16,7 +16,13 @@ import numpy as np
 from ._base import Source
 from ._checks import check_int
 from ._errors import CorruptRecordError
-from ._parquet_index import ParquetIndex, ParquetPaths, ParquetRecord, table_rows
+from ._parquet_index import (
+    ParquetIndex,
+    ParquetPaths,
+    ParquetRecord,
+    arrow_indices,
+    table_rows,
+)
 from ._parquet_stream import ParquetStream
 from ._paths import display_paths
 from ._record_errors import located
@@ -143,7 +149,7 @@ class ParquetSource(Source[ParquetRecord]):
             table = self._row_group(int(groups[positions[0]]))
             group = int(groups[positions[0]])
             try:
-                taken = table_rows(table.take(rows[positions]), self._where(group))
+                taken = table_rows(table.take(arrow_indices(rows[positions])), self._where(group))
             except CorruptRecordError as error:
                 chosen = rows[positions].tolist()
                 raise self._located(

@@ -28,6 +28,7 @@ __all__ = [
     "ParquetIndex",
     "ParquetPaths",
     "ParquetRecord",
+    "arrow_indices",
     "check_columns",
     "expand_parquet_paths",
 ]
@@ -133,6 +134,13 @@ class ParquetIndex:
         self.owner = owner
         row_group_rows: list[tuple[int, ...]] = []
         first_schema: Any = None
+        if self.remote is not None:
+            try:
+                self.remote.load_footers()
+            except ChuteError:
+                raise
+            except _READ_ERRORS:
+                pass  # Opened one by one below, which names the file that fails.
         for number, path in enumerate(self.files):
             with self.open_file(number, check=False) as handle:
                 schema = self._projected_schema(path, handle.schema_arrow)
@@ -291,6 +299,22 @@ class ParquetIndex:
                 row_group, row = row_group + 1, 0
             file, row_group, row = file + 1, 0, 0
         return len(self.files), 0, 0
+
+
+def arrow_indices(rows: npt.NDArray[Any]) -> Any:
+    """`rows` as a `pyarrow` int64 array, built on their buffer without a conversion.
+
+    `Table.take(numpy_array)` converts its argument, and pyarrow's conversion imports
+    pandas when it is installed (about a second, in every worker process); this does
+    not.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> pa.table({"a": [5, 6, 7]}).take(arrow_indices(np.array([2, 0]))).to_pylist()
+        [{'a': 7}, {'a': 5}]
+    """
+    values = np.ascontiguousarray(rows, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), values.size, [None, pa.py_buffer(values)])
 
 
 def table_rows(table: Any, where: str) -> list[ParquetRecord]:

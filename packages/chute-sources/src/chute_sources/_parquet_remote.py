@@ -2,14 +2,15 @@
 
 A row group's column chunks (of the columns read) lie in one span of the file; that
 span is fetched in one request (or taken from the prefetcher, which fetched it ahead
-because the sampler said it comes next), and pyarrow decodes it from memory through a
-`RangeFile` that also holds the footer's metadata, so a row group costs one request,
-whatever the number of columns.
+because the sampler said it comes next, or kept it from an earlier read), and pyarrow
+decodes it from memory through a `RangeFile` that also holds the footer's metadata, so
+a row group costs at most one request, whatever the number of columns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -58,6 +59,15 @@ class RemoteParquetFiles:
         self.metadata.setdefault(file, handle.metadata)
         return handle
 
+    def load_footers(self) -> None:
+        """Reads every file's footer, many at once (one request each, usually)."""
+        missing = [file for file in self.infos if file not in self.metadata]
+        if len(missing) <= 1:
+            return
+        with ThreadPoolExecutor(min(16, len(missing))) as pool:
+            for file, handle in zip(missing, pool.map(self.open, missing), strict=True):
+                self.metadata[file] = handle.metadata
+
     def span(self, file: int, row_group: int, columns: Sequence[str] | None) -> tuple[int, int]:
         """The bytes `[start, end)` holding the column chunks of a row group."""
         group = self.metadata[file].row_group(row_group)
@@ -85,6 +95,7 @@ class RemoteParquetFiles:
         data = self.prefetcher.take(info, start, end) if end > start else None
         if data is None and end > start:
             data = client.read(info, start, end)
+            self.prefetcher.keep(info, start, end, data)
         file_view = RangeFile(info, client)
         if data is not None:
             file_view.add(start, data)
@@ -94,7 +105,7 @@ class RemoteParquetFiles:
         )
 
     def prefetch(self, file: int, row_group: int, columns: Sequence[str] | None) -> bool:
-        """Starts fetching a row group's span; False when the budget is spent."""
+        """Starts fetching a row group's span unless held; False when the budget is spent."""
         start, end = self.span(file, row_group, columns)
         if end <= start:
             return True

@@ -1,4 +1,10 @@
-"""`RangePrefetcher`: byte ranges fetched ahead of the reads that need them, within a budget."""
+"""`RangePrefetcher`: byte ranges fetched ahead of the reads that need them, and kept.
+
+A bounded, per-process memory of byte ranges: ranges the pipeline will read soon
+(plan-aware prefetch) are fetched in background threads, and ranges read are kept
+while they fit, so that a row group read again (a shuffled pipeline decodes the same
+row groups many times) costs no request.
+"""
 
 from __future__ import annotations
 
@@ -12,17 +18,18 @@ from ._options import StorageOptions
 
 __all__ = ["RangePrefetcher"]
 
-_THREADS = 8
+_THREADS = 16
+_Key = tuple[str, int, int]
 
 
 class RangePrefetcher:
-    """Fetches byte ranges in background threads; a read takes its range when it comes.
+    """Fetches byte ranges in background threads and keeps them, within a byte budget.
 
-    At most `options.prefetch_bytes` are fetched ahead and not yet taken; a range
-    asked for beyond that waits until earlier ones are taken (asking is a hint,
-    never an obligation). Ranges never taken are dropped, oldest first, to make room.
-    A failed fetch is not reported here: the read that needs the range fetches it
-    itself and raises what it gets.
+    At most `options.prefetch_bytes` are held (fetched or under way). Asking for a
+    range (`want`) is a hint: when the budget is spent by ranges still under way, it
+    is not fetched. Ranges are dropped least recently used first to make room; a
+    range under way is never dropped. A failed fetch is not reported here: the read
+    that needs the range fetches it itself and raises what it gets.
 
     Example:
         >>> prefetcher = RangePrefetcher(StorageOptions(prefetch_bytes=0))
@@ -33,57 +40,74 @@ class RangePrefetcher:
     def __init__(self, options: StorageOptions) -> None:
         self.options = options
         self._lock = threading.Lock()
-        self._ranges: collections.OrderedDict[tuple[str, int, int], Future[Any]] = (
-            collections.OrderedDict()
-        )
+        self._ranges: collections.OrderedDict[_Key, Future[Any]] = collections.OrderedDict()
         self._bytes = 0
         self._pool: ThreadPoolExecutor | None = None
 
-    def want(self, info: ObjectInfo, start: int, end: int) -> bool:
-        """Starts fetching `[start, end)` of `info` if the budget allows; True if under way."""
-        size = end - start
+    def _make_room(self, size: int) -> bool:
+        """Drops finished ranges, oldest use first, until `size` more bytes fit."""
         budget = self.options.prefetch_bytes
+        if size > budget:
+            return False
+        for key in list(self._ranges):
+            if self._bytes + size <= budget:
+                break
+            if self._ranges[key].done():
+                del self._ranges[key]
+                self._bytes -= key[2] - key[1]
+        return self._bytes + size <= budget
+
+    def want(self, info: ObjectInfo, start: int, end: int) -> bool:
+        """Starts fetching `[start, end)` of `info` unless held; True if held or under way."""
         key = (info.url, start, end)
         with self._lock:
             if key in self._ranges:
+                self._ranges.move_to_end(key)
                 return True
-            if size > budget:
+            if not self._make_room(end - start):
                 return False
-            while self._bytes + size > budget and self._ranges:
-                oldest = next(iter(self._ranges))
-                if not self._ranges[oldest].done():
-                    return False  # Everything ahead is still wanted and under way.
-                self._drop(oldest)
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(_THREADS, thread_name_prefix="chute-prefetch")
             client = client_for(self.options)
             self._ranges[key] = self._pool.submit(client.read, info, start, end)
-            self._bytes += size
+            self._bytes += end - start
         return True
 
-    def _drop(self, key: tuple[str, int, int]) -> None:
-        future = self._ranges.pop(key)
-        future.cancel()
-        self._bytes -= key[2] - key[1]
-
     def take(self, info: ObjectInfo, start: int, end: int) -> Any | None:
-        """The bytes of `[start, end)` if they were asked for (waits for them), else None."""
+        """The bytes of `[start, end)` if held or under way (waits for them), else None."""
         key = (info.url, start, end)
         with self._lock:
             future = self._ranges.get(key)
             if future is None:
                 return None
-            self._drop(key)
+            self._ranges.move_to_end(key)
         try:
             return future.result()
         except Exception:
+            with self._lock:
+                if self._ranges.get(key) is future:
+                    del self._ranges[key]
+                    self._bytes -= end - start
             return None  # The caller reads the range itself and reports the failure.
+
+    def keep(self, info: ObjectInfo, start: int, end: int, data: Any) -> None:
+        """Holds bytes read without a prefetch, if they fit."""
+        key = (info.url, start, end)
+        with self._lock:
+            if key in self._ranges or not self._make_room(end - start):
+                return
+            done: Future[Any] = Future()
+            done.set_result(data)
+            self._ranges[key] = done
+            self._bytes += end - start
 
     def close(self) -> None:
         """Drops every range and stops the threads."""
         with self._lock:
-            for key in list(self._ranges):
-                self._drop(key)
+            for future in self._ranges.values():
+                future.cancel()
+            self._ranges.clear()
+            self._bytes = 0
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
