@@ -4,12 +4,6 @@ from typing import Any
 
 import pytest
 
-from chute_sources.testing import loopback_gcs_fixture, loopback_s3_fixture
-
-# Object-storage servers on loopback, one each per test run (skipped without the dev group).
-loopback_s3 = pytest.fixture(scope="session", name="loopback_s3")(loopback_s3_fixture)
-loopback_gcs = pytest.fixture(scope="session", name="loopback_gcs")(loopback_gcs_fixture)
-
 
 @pytest.fixture(scope="session")
 def spawn_pool() -> Iterator[Callable[..., Any]]:
