@@ -5,9 +5,7 @@ as on a host with 8 accelerators. Code under test never depends on this count.
 """
 
 import contextlib
-import ctypes
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -74,10 +72,17 @@ class MotoS3:
         return f"s3://{bucket}/{key}"
 
 
-def _die_with_parent() -> None:
-    """In the child: SIGTERM when the test process dies, even by SIGKILL (Linux)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+# Runs moto's server, first asking Linux to end it when the test process dies (even by
+# SIGKILL), so that no server outlives an interrupted run.
+_LAUNCH = """
+import ctypes, runpy, signal, sys
+try:
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+except (AttributeError, OSError):
+    pass
+sys.argv = ["moto.server", *sys.argv[1:]]
+runpy.run_module("moto.server", run_name="__main__")
+"""
 
 
 def _free_port() -> int:
@@ -90,10 +95,9 @@ def _free_port() -> int:
 def _moto_s3_server() -> Iterator[MotoS3]:
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-p", str(port)],
+        [sys.executable, "-c", _LAUNCH, "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        preexec_fn=_die_with_parent if sys.platform == "linux" else None,
     )
     server = MotoS3(f"http://127.0.0.1:{port}")
     try:
