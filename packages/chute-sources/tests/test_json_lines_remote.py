@@ -75,6 +75,8 @@ def test_a_glob_and_a_folder_read_every_object_in_url_order(s3: Any, bucket: str
         keys = [11, 0, 5, 4, 8, 7, 11]
         assert source.__getitems__(keys) == [expected[k] for k in keys]
         assert source[-1] == expected[-1]
+        assert source.files == tuple(f"s3://{bucket}/data/part-{n}.jsonl" for n in range(3))
+        assert source.file_records == (5, 3, 4)
 
 
 def test_objects_are_downloaded_once_to_the_cache(
@@ -149,9 +151,7 @@ def test_missing_objects_and_buckets_are_named(s3: Any, bucket: str) -> None:
         JsonLinesSource("s3://no-such-bucket-j1/x.jsonl")
 
 
-def test_a_replaced_object_is_not_read_as_the_old_one(
-    s3: Any, bucket: str, tmp_path: Path
-) -> None:
+def test_a_replaced_object_is_not_read_as_the_old_one(s3: Any, bucket: str, tmp_path: Path) -> None:
     url = s3.put(bucket, "v.jsonl", lines_of([1, 2, 3]))
     source = JsonLinesSource(url, storage_options=StorageOptions(max_attempts=1))
     s3.put(bucket, "v.jsonl", lines_of([4, 5, 6]))

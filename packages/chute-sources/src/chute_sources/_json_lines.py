@@ -88,6 +88,8 @@ class JsonLinesSource(Source[Any]):
         (2, {'name': 'eel', 'legs': 0})
         >>> [pet["name"] for pet in source.__getitems__([1, 0])]
         ['eel', 'cat']
+        >>> source.files == (path,), source.file_records
+        (True, (2,))
     """
 
     def __init__(
@@ -141,6 +143,18 @@ class JsonLinesSource(Source[Any]):
     def path(self) -> str:
         """The file, as given."""
         return self._path
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The files read, in record order: the absolute path, or the objects' URLs."""
+        if self._remote is None:
+            return (self._file,)
+        return tuple(info.url for info in self._remote.infos)
+
+    @property
+    def file_records(self) -> tuple[int, ...]:
+        """The number of records of each of `files`."""
+        return tuple(int(count) for count in np.diff(self._offsets))
 
     def __len__(self) -> int:
         return self._length

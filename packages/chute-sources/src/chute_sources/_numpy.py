@@ -109,7 +109,11 @@ class NumpySource(Source[T]):
         ...     np.save(path, np.zeros((100, 8, 8), np.uint8))
         ...     with NumpySource(path) as images:
         ...         print(len(images), images[5].shape, images[5].dtype)
+        ...     with NumpySource("file://" + path) as same:  # s3:// and gs:// URLs too
+        ...         same.prefetch([5, 6])  # A hint for objects in buckets; nothing here.
+        ...         print(same.path == path, same.__getitems__([6])[0].shape)
         100 (8, 8) uint8
+        True (8, 8)
     """
 
     @overload
