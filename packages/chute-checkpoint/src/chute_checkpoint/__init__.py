@@ -3,7 +3,8 @@
 A checkpoint of an iterator is one small JSON document per process: its position
 (`get_state()`), a structural description of its pipeline and that description's
 fingerprint, checked on restore with an error naming the stage and parameter that
-differ. `save` / `restore` write and read such files atomically without Orbax;
+differ. `save` / `restore` write and read such files atomically without Orbax, in
+local folders or in buckets (`s3://bucket/prefix`, `gs://...`);
 `CheckpointSave` / `CheckpointRestore` do the same inside an Orbax
 `CheckpointManager` (Orbax is imported on first use of those names). Both restore on
 another number of processes for index-based pipelines (`reshard_for`); `reshard`

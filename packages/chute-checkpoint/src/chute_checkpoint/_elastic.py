@@ -3,8 +3,9 @@
 A folder holds one `process_<i>-of-<n>.json` per process. A process restoring with the
 same count reads its own file. With another count, it reads the states of all `n`
 processes and turns them into its own with `reshard_for` (index-based pipelines only:
-the error says why when that is impossible). Works on `pathlib.Path` and on Orbax's
-`etils.epath.Path` (local or cloud storage) alike.
+the error says why when that is impossible). Works on `pathlib.Path`, on Orbax's
+`etils.epath.Path` (local or cloud storage) and on chute's own bucket prefixes
+(`_object_folder.ObjectFolder`) alike.
 """
 
 from __future__ import annotations

@@ -1,4 +1,12 @@
-"""Saving and restoring iterators to files, without Orbax: one atomic file per process."""
+"""Saving and restoring iterators to files, without Orbax: one atomic file per process.
+
+Folders may be local or in buckets (`s3://bucket/prefix`, `gs://...`, see
+`_object_folder`). Every state file is complete or absent as readers see it (a local
+file is renamed into place, an object written by one request). A checkpoint of `n`
+processes is `n` such files, each written by its own process: a process restoring
+with the same count reads only its own file, and one restoring with another count
+uses the states only when all `n` are there.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any, TypeVar
 
-from chute_sources import CheckpointableIterator
+from chute_sources import CheckpointableIterator, StorageOptions, is_object_url, write_object
 
 from ._elastic import find_document, state_file_name, states_by_count
 from ._errors import CheckpointNotFoundError, ReshardError
@@ -18,6 +26,7 @@ from ._format import (
     make_document,
     process_position,
 )
+from ._object_folder import ObjectFolder, read_url
 from ._reshard import reshard
 
 __all__ = ["read_document", "reshard_directory", "restore", "save", "write_atomic"]
@@ -25,12 +34,16 @@ __all__ = ["read_document", "reshard_directory", "restore", "save", "write_atomi
 It = TypeVar("It", bound=CheckpointableIterator[Any])
 
 
-def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+def write_atomic(
+    path: str | os.PathLike[str], text: str, storage_options: StorageOptions | None = None
+) -> None:
     """Writes `text` to `path` so that a reader sees the old file or the new, whole.
 
     Writes a temporary file in the same folder, flushes it to disk, renames it over
     `path` and flushes the folder, so a crash (or SIGKILL) at any moment leaves no
-    half-written file under `path`.
+    half-written file under `path`. An `s3://` or `gs://` URL is written as one
+    object, by one request (object stores never show part of one); `storage_options`
+    says how to reach its bucket (default: from the environment).
 
     Example:
         >>> import pathlib, tempfile
@@ -39,6 +52,9 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
         >>> target.read_text()
         '{}'
     """
+    if is_object_url(os.fspath(path)):
+        write_object(os.fspath(path), text.encode("utf-8"), storage_options)
+        return
     target = Path(path)
     temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
@@ -57,8 +73,15 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
         os.close(folder)
 
 
-def read_document(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Reads and validates one state file (see `validate_document`).
+def read_document(
+    path: str | os.PathLike[str], storage_options: StorageOptions | None = None
+) -> dict[str, Any]:
+    """Reads and validates one state file (see `validate_document`), local or a URL.
+
+    Raises:
+        CheckpointNotFoundError: no such file (or object).
+        SourceFileNotFoundError: the URL's bucket does not exist (named).
+        CheckpointFormatError: the file is not a valid chute state.
 
     Example:
         >>> import chute, tempfile
@@ -66,6 +89,8 @@ def read_document(path: str | os.PathLike[str]) -> dict[str, Any]:
         >>> read_document(save(it, tempfile.mkdtemp()))["state"]
         {'position': 0}
     """
+    if is_object_url(os.fspath(path)):
+        return loads_document(read_url(os.fspath(path), storage_options), os.fspath(path))
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError as error:
@@ -79,15 +104,19 @@ def save(
     *,
     process_index: int | None = None,
     process_count: int | None = None,
-) -> Path:
+    storage_options: StorageOptions | None = None,
+) -> Path | str:
     """Saves `iterator`'s position to `directory/process_<i>-of-<n>.json`, atomically.
 
     Each process writes its own file into the same folder (created if missing).
     `process_index` and `process_count` default to JAX's when JAX is imported, else
-    `0` and `1`.
+    `0` and `1`. `directory` may be a bucket's prefix, `s3://bucket/run/step_100` or
+    `gs://...`: the state is then one object, written by one request (readers see it
+    whole or not at all); `storage_options` says how to reach the bucket (default:
+    from the environment, see `chute_sources.StorageOptions`).
 
     Returns:
-        The path of the file written.
+        The path of the file written (its URL, a str, for a bucket).
 
     Example:
         >>> import chute, tempfile
@@ -103,9 +132,14 @@ def save(
     """
     index, count = process_position(process_index, process_count)
     document = make_document(iterator, index, count)
+    name = state_file_name(index, count)
+    if is_object_url(os.fspath(directory)):
+        url = (ObjectFolder(os.fspath(directory), storage_options) / name).url
+        write_atomic(url, dumps_document(document), storage_options)
+        return url
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / state_file_name(index, count)
+    path = folder / name
     write_atomic(path, dumps_document(document))
     return path
 
@@ -117,6 +151,7 @@ def restore(
     process_index: int | None = None,
     process_count: int | None = None,
     check_pipeline: bool = True,
+    storage_options: StorageOptions | None = None,
 ) -> It:
     """Moves `iterator` to the position saved in `directory` by `save`; returns it.
 
@@ -126,9 +161,13 @@ def restore(
     sharding=...)` (no shard stage), and those with one `.shard(...)` stage followed
     only by stages that keep positions, saved in lockstep.
 
+    `directory` may be a bucket's prefix (`s3://...`, `gs://...`), as for `save`.
+
     Raises:
         CheckpointNotFoundError: no state file for this process, and no complete set of
             another process count's states (the message says what the folder holds).
+        SourceFileNotFoundError: the bucket of a URL does not exist (named; not taken
+            for "no checkpoint yet").
         ReshardError: the folder holds another process count's states, which cannot
             continue in this iterator (the message says why, e.g. a filter before the
             batch left the processes at different positions).
@@ -147,19 +186,25 @@ def restore(
         1
     """
     index, count = process_position(process_index, process_count)
-    document, where = find_document(Path(directory), iterator, index, count)
+    document, where = find_document(_folder(directory, storage_options), iterator, index, count)
     apply_document(iterator, document, check_pipeline=check_pipeline, where=where)
     return iterator
 
 
 def reshard_directory(
-    source: str | os.PathLike[str], target: str | os.PathLike[str], process_count: int
-) -> list[Path]:
+    source: str | os.PathLike[str],
+    target: str | os.PathLike[str],
+    process_count: int,
+    *,
+    storage_options: StorageOptions | None = None,
+) -> list[Path | str]:
     """`reshard` on files: reads every `process_*-of-n.json` in `source`, writes to `target`.
 
     `restore` does this by itself when it finds the states of another number of
     processes; use this to keep the resharded files, or for meshes with one shard per
-    process only (`reshard` gives process `k` shard `k` of `process_count`).
+    process only (`reshard` gives process `k` shard `k` of `process_count`). Either
+    folder may be a bucket's prefix (then the URLs written are returned); write into
+    an empty `target`, since a process restores from its own file alone.
 
     Example:
         >>> import chute, tempfile
@@ -174,19 +219,29 @@ def reshard_directory(
         >>> list(restore(iter(ds1), new, process_index=1, process_count=2))
         [5, 7]
     """
-    folder = Path(source)
+    folder = _folder(source, storage_options)
     found = states_by_count(folder)
     if not found:
         raise ReshardError(f"{folder} holds no process_*-of-*.json state files.")
     if len(found) != 1:
         raise ReshardError(f"{folder} mixes states of different process counts {sorted(found)}.")
     ((_, paths),) = found.items()
-    documents = [read_document(paths[index]) for index in sorted(paths)]
-    out = Path(target)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
+    documents = [read_document(paths[index], storage_options) for index in sorted(paths)]
+    out = _folder(target, storage_options)
+    if isinstance(out, Path):
+        out.mkdir(parents=True, exist_ok=True)
+    written: list[Path | str] = []
     for document in reshard(documents, process_count):
         path = out / state_file_name(document["process_index"], process_count)
-        write_atomic(path, dumps_document(document))
-        written.append(path)
+        write_atomic(path, dumps_document(document), storage_options)
+        written.append(path if isinstance(path, Path) else path.url)
     return written
+
+
+def _folder(
+    directory: str | os.PathLike[str], options: StorageOptions | None
+) -> Path | ObjectFolder:
+    """A local folder, or a bucket's prefix for an `s3://` / `gs://` URL."""
+    if is_object_url(os.fspath(directory)):
+        return ObjectFolder(os.fspath(directory), options)
+    return Path(directory)

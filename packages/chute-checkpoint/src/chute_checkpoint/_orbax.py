@@ -3,6 +3,11 @@
 Importing this module imports Orbax (and so JAX); `chute_checkpoint` loads it on first
 use of one of these names. The args are registered with Orbax, so a
 `CheckpointManager` finds the handler by itself, also inside `ocp.args.Composite`.
+
+Paths here are Orbax's (`etils.epath`): a manager in `gs://...` or `s3://...` reads
+and writes through epath's own file systems (and commits each step as Orbax does),
+not through chute's object client; `chute_checkpoint.save` / `restore` are the ones
+that use `chute_sources`' client and `StorageOptions`.
 """
 
 from __future__ import annotations

@@ -5,18 +5,15 @@ headers: a `.npy` file through `np.load(mmap_mode="r")`, and each array stored
 uncompressed in a `.npz` archive by mapping the archive once and viewing each array at
 its data offset inside the zip. Compressed `.npz` entries cannot be mapped and are
 decompressed into memory when the source is opened. Pickle is never allowed: an object
-array in a file is an error.
+array in a file is an error. A `.npy` object in a bucket is read by ranged reads of the
+rows asked for (`_numpy_remote`).
 """
 
 from __future__ import annotations
 
-import ast
-import dataclasses
-import math
 import mmap as mmap_lib
 import os
 import struct
-import tokenize
 import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
@@ -28,6 +25,10 @@ from numpy.lib import format as npy_format
 
 from ._base import Source
 from ._errors import SourceFileError, SourceFileNotFoundError
+from ._npy_header import FIX, check_header, read_header
+from ._numpy_remote import RemoteNpy
+from ._remote._options import StorageOptions
+from ._remote._urls import is_object_url, local_path
 
 __all__ = ["ArrayItem", "NumpySource"]
 
@@ -39,22 +40,6 @@ ArrayItem: TypeAlias = npt.NDArray[Any] | np.generic
 _Array: TypeAlias = npt.NDArray[Any]
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a local file header, an empty archive
 _LOCAL_HEADER = struct.Struct("<4s5H3I2H")  # signature ... name length, extra length
-_MAX_HEADER_SIZE = 10_000  # what numpy's header readers accept by default
-_FIX = "save arrays with np.save / np.savez (or pass the arrays themselves)"
-
-
-@dataclasses.dataclass(frozen=True)
-class _Header:
-    """What a `.npy` header says, and how many bytes the magic plus header take."""
-
-    shape: tuple[int, ...]
-    fortran_order: bool
-    dtype: np.dtype[Any]
-    size: int
-
-    @property
-    def nbytes(self) -> int:
-        return math.prod(self.shape) * self.dtype.itemsize
 
 
 class NumpySource(Source[T]):
@@ -70,6 +55,16 @@ class NumpySource(Source[T]):
       (`np.savez_compressed`) cannot be, and are decompressed into memory on opening.
     * an in-memory `np.ndarray` (records `array[i]`) or a dict of them (records dicts),
       held by reference and pickled with the source; `mmap` is ignored.
+    * the URL of a `.npy` object in a bucket (`s3://bucket/key.npy`, `gs://...`): the
+      header is read when the source is created (one ranged read), and each batched
+      read fetches only its rows, rows close together in one request (see
+      `prefetch`). Records equal those of the local file, but are copies, not views.
+      Every read asks for the version (ETag) seen at creation: a replaced object
+      raises `ObjectChangedError`. A `.npz` in a bucket is refused (download it, or
+      save `.npy` files). Rows of a Fortran-order array are spread over the file (one
+      element per column), so such files read much slower than C-order ones.
+
+    `file:///path` URLs are local paths.
 
     The file type is recognised by its content, not its suffix. Object arrays in files are
     refused, because reading them would unpickle (and so could run) arbitrary code.
@@ -83,14 +78,18 @@ class NumpySource(Source[T]):
 
     Pickling a file-backed source pickles its path and options, not the data; the copy
     opens (and maps) the file again, and fails if the arrays' shapes or dtypes changed.
+    A source of a URL pickles the URL, the object's size and version, the header and
+    `storage_options`; the copy makes its own connections.
 
     Args:
         data: a `.npy` / `.npz` path, an array, or a dict of arrays (see above).
         keys: the names of the `.npz` or dict arrays to read, in record order; default all.
         mmap: memory-map file data where possible instead of reading it into memory.
+        storage_options: how to reach a URL's bucket, and the prefetch budget (default:
+            from the environment; see `StorageOptions`).
 
     Raises:
-        SourceFileNotFoundError: no file at `data`.
+        SourceFileNotFoundError: no file at `data` (or no such object or bucket).
         SourceFileError: the file is not a `.npy` / `.npz`, is truncated or corrupt, or
             holds object or 0-d arrays or arrays of different lengths.
         ValueError: in-memory arrays that are 0-d or of different lengths; `keys` naming
@@ -110,7 +109,11 @@ class NumpySource(Source[T]):
         ...     np.save(path, np.zeros((100, 8, 8), np.uint8))
         ...     with NumpySource(path) as images:
         ...         print(len(images), images[5].shape, images[5].dtype)
+        ...     with NumpySource("file://" + path) as same:  # s3:// and gs:// URLs too
+        ...         same.prefetch([5, 6])  # A hint for objects in buckets; nothing here.
+        ...         print(same.path == path, same.__getitems__([6])[0].shape)
         100 (8, 8) uint8
+        True (8, 8)
     """
 
     @overload
@@ -130,18 +133,30 @@ class NumpySource(Source[T]):
         data: str | os.PathLike[str],
         keys: Sequence[str] | None = None,
         mmap: bool = True,
+        *,
+        storage_options: StorageOptions | None = None,
     ) -> None: ...
     def __init__(
         self,
         data: str | os.PathLike[str] | _Array | Mapping[str, _Array],
         keys: Sequence[str] | None = None,
         mmap: bool = True,
+        *,
+        storage_options: StorageOptions | None = None,
     ) -> None:
         self._keys = _check_keys_argument(keys)
         self._mmap = bool(mmap)
         self._path: str | None = None
-        if isinstance(data, str | os.PathLike):
-            self._path = os.path.abspath(os.fspath(data))
+        self._remote: RemoteNpy | None = None
+        if is_object_url(data):
+            assert isinstance(data, str)
+            if self._keys is not None:
+                raise ValueError(f"NumpySource: {data} is a .npy file (one array); drop keys=.")
+            self._path = data
+            self._remote = RemoteNpy.open(data, storage_options or StorageOptions())
+            single, arrays = True, {"data": cast(_Array, self._remote)}  # Rows by ranged reads.
+        elif isinstance(data, str | os.PathLike):
+            self._path = os.path.abspath(local_path(os.fspath(data), "NumpySource"))
             single, arrays = _open_file(self._path, self._keys, self._mmap)
         elif isinstance(data, np.ndarray):
             if self._keys is not None:
@@ -165,8 +180,20 @@ class NumpySource(Source[T]):
 
     @property
     def path(self) -> str | None:
-        """The absolute path of the file, or None for in-memory arrays."""
+        """The absolute path (or the URL) of the file, or None for in-memory arrays."""
         return self._path
+
+    def prefetch(self, record_keys: Sequence[int]) -> None:
+        """Starts fetching what reading `record_keys` will need (a hint; returns at once).
+
+        For a file in a bucket, the byte ranges of these rows are fetched in the
+        background, within `StorageOptions.prefetch_bytes`, and used by the next reads
+        (which give the same records either way); local files and arrays need nothing.
+        """
+        if self._remote is None or self._closed:
+            return
+        keys = np.asarray(record_keys, dtype=np.int64).reshape(-1)
+        self._remote.prefetch(keys[(keys >= 0) & (keys < self._length)])
 
     def __len__(self) -> int:
         return self._length
@@ -199,19 +226,25 @@ class NumpySource(Source[T]):
     def close(self) -> None:
         """Drops the arrays (and so the file mapping, once no record views remain)."""
         self._arrays = ()
+        if self._remote is not None:
+            self._remote.close()
         super().close()
 
     def __getstate__(self) -> dict[str, Any]:
         fields = ("_path", "_keys", "_mmap", "_closed", "_single", "_names", "_schema", "_length")
         state = {field: getattr(self, field) for field in fields}
+        state["_remote"] = self._remote  # URL, ObjectInfo (size, ETag) and options only.
         if self._path is None:  # in memory: the arrays are the data
             state["_arrays"] = self._arrays
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("_remote", None)
         self.__dict__.update(state)
         if self._closed:
             self._arrays = ()
+        elif self._remote is not None:
+            self._arrays = (cast(_Array, self._remote),)
         elif self._path is not None:
             _, arrays = _open_file(self._path, self._keys, self._mmap)
             found = tuple((name, a.shape, a.dtype) for name, a in arrays.items())
@@ -297,15 +330,15 @@ def _open_file(
         return False, _open_npz(path, keys, mmap)
     raise SourceFileError(
         f"NumpySource: {path} is neither a .npy file (starting with {npy_format.MAGIC_PREFIX!r}) "
-        f"nor a .npz zip archive (starting with b'PK'), it starts with {magic!r}; {_FIX}."
+        f"nor a .npz zip archive (starting with b'PK'), it starts with {magic!r}; {FIX}."
     )
 
 
 def _open_npy(path: str, mmap: bool) -> _Array:
     with open(path, "rb") as file:
-        header = _read_header(file, path)
+        header = read_header(file, path)
         file_size = os.fstat(file.fileno()).st_size
-    _check_header(header, path, file_size - header.size)
+    check_header(header, path, file_size - header.size)
     try:
         array = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except (ValueError, OSError) as error:
@@ -320,7 +353,7 @@ def _open_npz(path: str, keys: tuple[str, ...] | None, mmap: bool) -> dict[str, 
     except (zipfile.BadZipFile, OSError) as error:
         raise SourceFileError(
             f"NumpySource: {path} looks like a .npz archive but is not a readable zip file "
-            f"({error}); it may be truncated; {_FIX}."
+            f"({error}); it may be truncated; {FIX}."
         ) from error
     with archive, open(path, "rb") as file:
         members = {
@@ -366,9 +399,9 @@ def _map_stored(
         raise SourceFileError(f"NumpySource: {where}: encrypted zip entries are not supported.")
     start = info.header_offset + _LOCAL_HEADER.size + fields[-2] + fields[-1]
     file.seek(start)
-    header = _read_header(file, where)
+    header = read_header(file, where)
     available = min(info.file_size, len(mapping) - start) - header.size
-    _check_header(header, where, available)
+    check_header(header, where, available)
     return np.ndarray(
         header.shape,
         header.dtype,
@@ -382,8 +415,8 @@ def _load_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) ->
     """Reads a (compressed) member into memory, after checking its header."""
     try:
         with archive.open(info) as stream:
-            header = _read_header(stream, where)
-        _check_header(header, where, info.file_size - header.size)
+            header = read_header(stream, where)
+        check_header(header, where, info.file_size - header.size)
         with archive.open(info) as stream:
             array: _Array = npy_format.read_array(stream, allow_pickle=False)
     except (
@@ -397,72 +430,3 @@ def _load_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) ->
         # RuntimeError: an encrypted entry; NotImplementedError: an unknown compression method.
         raise SourceFileError(f"NumpySource: {where}: cannot read the entry: {error}") from error
     return array
-
-
-def _read_header(stream: IO[bytes], where: str) -> _Header:
-    """Reads a `.npy` magic and header from `stream`'s position."""
-    start = stream.tell()
-    try:
-        version = npy_format.read_magic(stream)
-        if version == (1, 0):
-            shape, fortran_order, dtype = npy_format.read_array_header_1_0(stream)
-        elif version == (2, 0):
-            shape, fortran_order, dtype = npy_format.read_array_header_2_0(stream)
-        elif version == (3, 0):
-            shape, fortran_order, dtype = _read_array_header_3_0(stream)
-        else:
-            raise ValueError(f"unknown .npy format version {version}")
-    except (ValueError, SyntaxError, EOFError, tokenize.TokenError) as error:
-        # numpy parses the header as a Python literal: junk can fail in the tokenizer.
-        raise SourceFileError(
-            f"NumpySource: {where} is not a readable .npy array (the header is truncated or "
-            f"corrupt: {error}); {_FIX}."
-        ) from error
-    return _Header(tuple(shape), bool(fortran_order), dtype, stream.tell() - start)
-
-
-def _read_array_header_3_0(stream: IO[bytes]) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
-    """Format 3.0 is 2.0 with a UTF-8 header (for field names outside Latin-1)."""
-    length_bytes = stream.read(4)
-    if len(length_bytes) != 4:
-        raise ValueError("ran out of data reading the header length")
-    (length,) = struct.unpack("<I", length_bytes)
-    if length > _MAX_HEADER_SIZE:
-        raise ValueError(f"the header is {length} bytes, more than {_MAX_HEADER_SIZE}")
-    text = stream.read(length)
-    if len(text) != length:
-        raise ValueError("ran out of data reading the header")
-    header = ast.literal_eval(text.decode("utf8"))
-    if not isinstance(header, dict) or set(header) != {"descr", "fortran_order", "shape"}:
-        raise ValueError(f"the header is not a .npy header dict: {header!r}")
-    shape, fortran_order = header["shape"], header["fortran_order"]
-    if not isinstance(shape, tuple) or not all(isinstance(n, int) for n in shape):
-        raise ValueError(f"shape is not a tuple of ints: {shape!r}")
-    if not isinstance(fortran_order, bool):
-        raise ValueError(f"fortran_order is not a bool: {fortran_order!r}")
-    try:
-        dtype = npy_format.descr_to_dtype(header["descr"])
-    except TypeError as error:
-        raise ValueError(f"descr is not a dtype: {header['descr']!r}") from error
-    return shape, fortran_order, dtype
-
-
-def _check_header(header: _Header, where: str, data_bytes: int) -> None:
-    """Refuses object and 0-d arrays, and data shorter than the header promises."""
-    if header.dtype.hasobject:
-        raise SourceFileError(
-            f"NumpySource: {where} holds an object array (dtype {header.dtype}); object arrays "
-            "are not supported because reading them would unpickle (and so could run) "
-            "arbitrary code; save numeric, bool or fixed-width string arrays instead."
-        )
-    if not header.shape:
-        raise SourceFileError(
-            f"NumpySource: {where} is a 0-d array (a single value); NumpySource needs at least "
-            "one axis, whose entries are the records; save np.atleast_1d(value) instead."
-        )
-    if data_bytes < header.nbytes:
-        raise SourceFileError(
-            f"NumpySource: {where} is truncated: its header promises shape {header.shape} of "
-            f"{header.dtype} ({header.nbytes} bytes of data), but only {max(data_bytes, 0)} "
-            "bytes follow the header; write the file again."
-        )

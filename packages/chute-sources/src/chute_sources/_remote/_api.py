@@ -51,12 +51,14 @@ def read_object(url: str | os.PathLike[str], options: StorageOptions | None = No
 
 
 def write_object(
-    url: str | os.PathLike[str], data: bytes, options: StorageOptions | None = None
+    url: str | os.PathLike[str], data: bytes | memoryview, options: StorageOptions | None = None
 ) -> None:
     """Writes `data` as the object at `url` (replacing it), or as a local file.
 
     An object appears whole or not at all (object stores never show a partial
-    upload); a local file is written to a temporary name and renamed into place.
+    upload; a large one is uploaded in parts, which appear together); a local file is
+    written to a temporary name and renamed into place. `data` may be a memoryview,
+    e.g. of a memory-mapped file, to upload a file without reading it into memory.
 
     Example:
         >>> import os, tempfile

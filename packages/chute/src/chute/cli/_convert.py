@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+
+from chute_sources import delete_object, is_object_url
 
 from ._common import (
     EXIT_INTERRUPTED,
@@ -22,6 +26,7 @@ from ._common import (
 )
 from ._inputs import CONVERTIBLE_FORMATS, Input, open_input
 from ._manifest import MANIFEST_SUFFIX, MANIFEST_VERSION, load_manifest, write_manifest
+from ._urls import existing, file_bytes, parent_url, strip_file_scheme, upload, url_names
 
 __all__ = ["add_convert_parser", "run_convert", "shard_bounds"]
 
@@ -55,7 +60,14 @@ Shards hold consecutive records (default: {_DEFAULT_RECORDS_PER_SHARD:,} records
 A manifest, <DST>{MANIFEST_SUFFIX}, records each finished shard. If the conversion is
 interrupted (Ctrl-C, a crash, a killed process), run the same command again: finished
 shards are checked and kept, the others are written. At the end every shard's record
-count is checked and a sample of records is decoded and compared with SRC."""
+count is checked and a sample of records is decoded and compared with SRC.
+
+SRC may be an s3:// or gs:// URL of Parquet, .npy or JSON Lines objects (an object, a
+quoted pattern, or a folder ending in /), and DST an s3:// or gs:// prefix (a folder
+when it ends in /): each shard is written to a temporary local folder and uploaded,
+one at a time, then the manifest. Credentials and endpoints come from the environment
+(AWS_* for S3, GOOGLE_APPLICATION_CREDENTIALS or STORAGE_EMULATOR_HOST for GCS). The
+sampled records are read back from the bucket through chute's shard cache."""
 
 
 def add_convert_parser(commands: Any) -> argparse.ArgumentParser:
@@ -80,6 +92,7 @@ def add_convert_parser(commands: Any) -> argparse.ArgumentParser:
             "chute convert data/train.parquet out/train --shards 8",
             "chute convert images/ out/images --records-per-shard 1000",
             "chute convert saved/train out/train --shards 16",
+            "chute convert 's3://bucket/raw/*.parquet' s3://bucket/out/train --shards 64",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -174,6 +187,9 @@ def run_convert(args: argparse.Namespace) -> int:
     from chute_sources import shard_paths
 
     _check_args(args)
+    dst = strip_file_scheme(args.dst)
+    if is_object_url(dst):
+        url_names(parent_url(dst))  # A missing bucket: a usage error, before reading SRC.
     opened = open_input(args.src, args.format)
     if opened.format not in CONVERTIBLE_FORMATS:
         usage_error(
@@ -186,13 +202,13 @@ def run_convert(args: argparse.Namespace) -> int:
     if args.shards is not None and args.shards > total:
         usage_error(f"--shards {args.shards} is more than the {total:,} records of {args.src!r}")
     bounds = shard_bounds(total, shards=args.shards, records_per_shard=args.records_per_shard)
-    stem = _output_stem(args.dst, args.src)
+    stem = _output_stem(dst, args.src)
     paths = shard_paths(stem, len(bounds))
     manifest_path = stem + MANIFEST_SUFFIX
     plan = {
         "version": MANIFEST_VERSION,
         "source": {
-            "path": os.path.abspath(args.src),
+            "path": opened.path if is_object_url(opened.path) else os.path.abspath(opened.path),
             "format": opened.format,
             "fingerprint": opened.fingerprint(),
             "num_records": total,
@@ -213,10 +229,11 @@ def run_convert(args: argparse.Namespace) -> int:
         disable=args.quiet or not sys.stderr.isatty(),
         dynamic_ncols=True,
     )
+    staging = tempfile.TemporaryDirectory(prefix="chute-convert-") if is_object_url(stem) else None
     try:
-        with bar:
+        with bar, staging or contextlib.nullcontext():
             for i in todo:
-                size = _write_shard(opened, paths[i], *bounds[i], bar)
+                size = _write_shard(opened, paths[i], *bounds[i], bar, staging)
                 done[str(i)] = {
                     "file": os.path.basename(paths[i]),
                     "records": bounds[i][1] - bounds[i][0],
@@ -255,10 +272,10 @@ def _start(
             if _shard_intact(paths[int(key)], entry)
         }
         return {**plan, "shards": shards, "complete": False}
-    existing = [path for path in paths if os.path.exists(path)]
-    if existing and not overwrite:
+    found = existing(paths)
+    if found and not overwrite:
         usage_error(
-            f"{existing[0]!r} already exists and no manifest {manifest_path!r} says how it was "
+            f"{found[0]!r} already exists and no manifest {manifest_path!r} says how it was "
             "made; pass --overwrite to replace it, or choose another DST"
         )
     if overwrite:
@@ -274,9 +291,13 @@ def _remove_old(manifest_path: str) -> None:
     folder = os.path.dirname(manifest_path)
     for entry in (old or {}).get("shards", {}).values():
         path = os.path.join(folder, os.path.basename(str(entry.get("file", ""))))
-        if os.path.isfile(path):
+        if is_object_url(path):
+            delete_object(path)
+        elif os.path.isfile(path):
             os.unlink(path)
-    if os.path.exists(manifest_path):
+    if is_object_url(manifest_path):
+        delete_object(manifest_path)
+    elif os.path.exists(manifest_path):
         os.unlink(manifest_path)
 
 
@@ -284,9 +305,11 @@ def _shard_intact(path: str, entry: dict[str, Any]) -> bool:
     """Whether a shard the manifest lists is still there, of the size and count recorded."""
     from chute_sources import ArrayRecordSource
 
-    if not os.path.isfile(path) or os.path.getsize(path) != entry.get("bytes"):
-        return False
     try:
+        if not is_object_url(path) and not os.path.isfile(path):
+            return False
+        if file_bytes(path) != entry.get("bytes"):
+            return False
         return len(ArrayRecordSource(path, decode=False)) == entry.get("records")
     except Exception:
         return False
@@ -305,11 +328,21 @@ def _encoded(opened: Input, start: int, stop: int, bar: Any) -> Iterator[bytes]:
         bar.update(len(keys))
 
 
-def _write_shard(opened: Input, path: str, start: int, stop: int, bar: Any) -> int:
+def _write_shard(
+    opened: Input, path: str, start: int, stop: int, bar: Any, staging: Any | None
+) -> int:
+    """Writes one shard (into `staging`'s folder and uploaded, for a URL); its size."""
     from chute_sources import write_array_record
 
-    write_array_record(_encoded(opened, start, stop, bar), path, encode=False)
-    return os.path.getsize(path)
+    local = path if staging is None else os.path.join(staging.name, os.path.basename(path))
+    write_array_record(_encoded(opened, start, stop, bar), local, encode=False)
+    size = os.path.getsize(local)
+    if staging is not None:
+        bar.set_postfix_str(f"uploading {os.path.basename(path)}")
+        upload(local, path)
+        os.unlink(local)
+        bar.set_postfix_str("")
+    return size
 
 
 def _sample(total: int, count: int) -> list[int]:

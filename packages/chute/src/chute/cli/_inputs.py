@@ -5,6 +5,8 @@ out like torchvision's `ImageFolder` (one subfolder per class), folders that Hug
 `datasets` wrote with `save_to_disk`, and ArrayRecord. Each is
 read by its `chute_sources` source; this module turns their errors into one-line
 `CliError`s and, for images, adds a decoding check (with Pillow, when installed).
+`s3://` and `gs://` URLs (objects, patterns, folders) are read by the sources that
+take them: ArrayRecord, Parquet, NumPy `.npy` and JSON Lines.
 """
 
 from __future__ import annotations
@@ -18,9 +20,17 @@ import os
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from chute_sources import ChuteError, ImageFolderSource, JsonLinesSource
+from chute_sources import (
+    ChuteError,
+    ImageFolderSource,
+    JsonLinesSource,
+    SourceFileNotFoundError,
+    is_object_url,
+    object_info,
+)
 
 from ._common import CliError, data_error, usage_error
+from ._urls import file_stamp, strip_file_scheme, url_matches, url_names
 
 __all__ = [
     "CONVERTIBLE_FORMATS",
@@ -79,6 +89,9 @@ def detect_format(path: str, given: str | None = None) -> str:
         >>> detect_format(path), detect_format("x.bin", given="npy")
         ('parquet', 'npy')
     """
+    path = strip_file_scheme(path)
+    if is_object_url(path):
+        return given if given is not None else _url_format(path)
     is_glob = any(char in path for char in _GLOB_CHARS)
     if given is None and not is_glob and not os.path.exists(path):
         usage_error(f"{path!r} does not exist (working directory {os.getcwd()!r})")
@@ -105,6 +118,47 @@ def detect_format(path: str, given: str | None = None) -> str:
             f"{', '.join(sorted(_SUFFIXES))}, or a folder; pass --format to choose one"
         )
     return _SUFFIXES[suffix]
+
+
+def _suffix_format(path: str) -> str | None:
+    return _SUFFIXES.get(os.path.splitext(path.rsplit("/", 1)[-1])[1].lower())
+
+
+def _url_format(url: str) -> str:
+    """The format of an object, a pattern of objects or a folder of objects."""
+    if any(char in url for char in _GLOB_CHARS):
+        matches = url_matches(url)
+        if not matches:
+            usage_error(f"the pattern {url!r} matches no object")
+        url = matches[0]
+    found = _suffix_format(url)
+    if found is not None:
+        return found
+    folder = url.rstrip("/") + "/"
+    names = [name[len(folder) :] for name in url_names(folder)]
+    if not names:
+        try:
+            object_info(url)
+        except SourceFileNotFoundError as error:
+            usage_error(f"{url!r} does not exist (no such object, nor objects under it): {error}")
+        usage_error(
+            f"unknown format of {url!r} (its name has no known suffix); known suffixes: "
+            f"{', '.join(sorted(_SUFFIXES))}; pass --format to choose one"
+        )
+    top = [name for name in names if "/" not in name]
+    if any(name in _HF_FILES for name in top) or len(top) < len(names):
+        usage_error(
+            f"{url!r} looks like a folder of images or a datasets save_to_disk folder, which "
+            "chute reads from local folders only; download it first (aws s3 sync / gcloud "
+            "storage cp -r) or pass the objects of another format"
+        )
+    for suffix in (".array_record", ".parquet", ".parq", ".jsonl", ".ndjson"):
+        if any(suffix in name for name in top):
+            return _SUFFIXES[suffix]
+    usage_error(
+        f"cannot tell the format of {url!r}: it holds no .array_record, .parquet or .jsonl "
+        "objects; pass --format"
+    )
 
 
 @dataclasses.dataclass
@@ -134,11 +188,10 @@ class Input:
         return len(self.source)
 
     def fingerprint(self) -> str:
-        """A hash of the input files' names, sizes and modification times."""
+        """A hash of the input files' names, sizes and modification times (or ETags)."""
         digest = hashlib.sha256(self.format.encode())
         for file in self.fingerprint_files:
-            stat = os.stat(file)
-            digest.update(f"\0{os.path.abspath(file)}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
+            digest.update(f"\0{file_stamp(file)}".encode())
         return digest.hexdigest()
 
     def read(self, indices: Sequence[int]) -> list[Any]:
@@ -173,21 +226,25 @@ def open_input(path: str, format: str | None = None) -> Input:
         >>> opened.format, opened.read([0])
         ('jsonl', [[1, 2]])
     """
+    path = strip_file_scheme(path)
     kind = detect_format(path, format)
-    if kind == "images" and not os.path.isdir(path):
-        usage_error(f"--format images needs a folder of class subfolders, got {path!r}")
-    is_glob = any(char in path for char in _GLOB_CHARS)
-    if kind != "images" and not is_glob and not os.path.exists(path):
-        usage_error(f"{path!r} does not exist (working directory {os.getcwd()!r})")
-    if is_glob and not glob.glob(path, recursive=True):
-        usage_error(f"the pattern {path!r} matches no file (working directory {os.getcwd()!r})")
+    if is_object_url(path):
+        if kind in ("images", "huggingface"):
+            usage_error(
+                f"--format {kind} reads local folders only; download {path!r} first (aws s3 "
+                "sync / gcloud storage cp -r)"
+            )
+    else:
+        _check_local(path, kind)
     try:
         return _open(path, kind)
     except CliError:
         raise
     except Exception as error:
+        if is_object_url(path) and isinstance(error, SourceFileNotFoundError):
+            usage_error(str(error))  # No such object or bucket: the message names it.
         denied = _permission_denied(error)
-        if denied is not None:
+        if denied is not None and not is_object_url(path):
             where = denied.filename or path
             data_error(
                 f"cannot read {path!r}: permission denied for {where!r}; give the user "
@@ -201,6 +258,16 @@ def open_input(path: str, format: str | None = None) -> Input:
             "huggingface": "a datasets save_to_disk folder",
         }.get(kind, kind)
         data_error(f"cannot read {path!r} as {what}: {error}")
+
+
+def _check_local(path: str, kind: str) -> None:
+    if kind == "images" and not os.path.isdir(path):
+        usage_error(f"--format images needs a folder of class subfolders, got {path!r}")
+    is_glob = any(char in path for char in _GLOB_CHARS)
+    if kind != "images" and not is_glob and not os.path.exists(path):
+        usage_error(f"{path!r} does not exist (working directory {os.getcwd()!r})")
+    if is_glob and not glob.glob(path, recursive=True):
+        usage_error(f"the pattern {path!r} matches no file (working directory {os.getcwd()!r})")
 
 
 def _permission_denied(error: BaseException) -> PermissionError | None:
@@ -227,7 +294,8 @@ def _permission_denied(error: BaseException) -> PermissionError | None:
 def _open(path: str, kind: str) -> Input:
     if kind == "jsonl":
         jsonl = JsonLinesSource(path)
-        return Input(path, kind, jsonl, [path], [len(jsonl)], [path])
+        files = list(jsonl.files) if is_object_url(path) else [path]
+        return Input(path, kind, jsonl, files, list(jsonl.file_records), files)
     if kind == "images":
         images = ImageFolderSource(path)
         files = [os.path.join(path, p) for p, _ in images.samples]
@@ -251,7 +319,10 @@ def _open(path: str, kind: str) -> Input:
 
         entries: Any = path
         if any(char in path for char in _GLOB_CHARS):  # Skip manifests and other files.
-            matches = sorted(glob.glob(path, recursive=True))
+            if is_object_url(path):
+                matches = url_matches(path)
+            else:
+                matches = sorted(glob.glob(path, recursive=True))
             entries = [m for m in matches if ".array_record" in m or ".arrayrecord" in m]
             entries = entries or path
         records = ArrayRecordSource(entries)

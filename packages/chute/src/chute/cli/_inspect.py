@@ -9,9 +9,12 @@ from typing import Any
 
 import numpy as np
 
+from chute_sources import is_object_url
+
 from ._common import EXIT_OK, help_epilog, usage_error
 from ._inputs import FORMATS, open_input
 from ._schema import infer_schema, schema_table, shorten
+from ._urls import file_bytes
 
 __all__ = ["add_inspect_parser", "inspect_data", "run_inspect"]
 
@@ -22,9 +25,11 @@ or "varies" with the shapes seen), and the first records, shortened.
 
 PATH is an ArrayRecord file, folder or glob pattern (quote it), or a Parquet file,
 folder or pattern, a .npy / .npz file, a .jsonl file, an image folder, or a folder that
-Hugging Face datasets' save_to_disk wrote (a split's folder of a DatasetDict). Fields are the
-keys of dict records (nested dicts as dotted paths); other records are one field,
-"(record)"."""
+Hugging Face datasets' save_to_disk wrote (a split's folder of a DatasetDict). It may be
+an s3:// or gs:// URL of ArrayRecord, Parquet, .npy or JSON Lines objects (an object, a
+quoted pattern, or a folder ending in /), read with the credentials of the environment.
+Fields are the keys of dict records (nested dicts as dotted paths); other records are
+one field, "(record)"."""
 
 
 def add_inspect_parser(commands: Any) -> argparse.ArgumentParser:
@@ -42,7 +47,9 @@ def add_inspect_parser(commands: Any) -> argparse.ArgumentParser:
         help="show the records, files, schema and first records of a data set",
         description=_DESCRIPTION,
         epilog=help_epilog(
-            "chute inspect 'out/train-*.array_record'", "chute inspect data.parquet --json"
+            "chute inspect 'out/train-*.array_record'",
+            "chute inspect data.parquet --json",
+            "chute inspect s3://bucket/out/",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -108,6 +115,8 @@ def inspect_data(
 
 
 def _bytes(path: str) -> int:
+    if is_object_url(path):
+        return file_bytes(path)
     if os.path.isdir(path):
         return sum(
             os.path.getsize(os.path.join(folder, name))
@@ -168,5 +177,7 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 
 def _short_path(path: str) -> str:
+    if is_object_url(path):
+        return path
     relative = os.path.relpath(path)
     return relative if not relative.startswith("..") else path

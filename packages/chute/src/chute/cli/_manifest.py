@@ -2,7 +2,8 @@
 
 A small JSON file next to the shards (`<stem>.chute-convert.json`), rewritten
 atomically (temporary file, fsync, rename) after every finished shard, so a conversion
-killed at any moment leaves either the previous manifest or the new one.
+killed at any moment leaves either the previous manifest or the new one. Next to
+shards in a bucket it is an object, replaced whole by each write.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 from typing import Any
+
+from chute_sources import SourceFileNotFoundError, is_object_url, read_object, write_object
 
 from ._common import usage_error
 
@@ -31,6 +34,9 @@ def write_manifest(path: str, manifest: dict[str, Any]) -> None:
         >>> load_manifest(path)
         {'shards': {}, 'version': 1}
     """
+    if is_object_url(path):
+        write_object(path, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+        return
     folder = os.path.dirname(path) or "."
     temporary = os.path.join(folder, f".{os.path.basename(path)}.tmp")
     with open(temporary, "w", encoding="utf-8") as file:
@@ -59,11 +65,16 @@ def load_manifest(path: str) -> dict[str, Any] | None:
         >>> load_manifest("/no/such/manifest.json") is None
         True
     """
-    if not os.path.exists(path):
+    if not is_object_url(path) and not os.path.exists(path):
         return None
     try:
-        with open(path, encoding="utf-8") as file:
-            manifest = json.load(file)
+        if is_object_url(path):
+            manifest = json.loads(read_object(path))
+        else:
+            with open(path, encoding="utf-8") as file:
+                manifest = json.load(file)
+    except SourceFileNotFoundError:
+        return None
     except (OSError, ValueError, RecursionError) as error:  # Recursion: nested too deeply.
         usage_error(f"cannot read the manifest {path!r} ({error}); delete it or pass --overwrite")
     if not isinstance(manifest, dict) or manifest.get("version") != MANIFEST_VERSION:
