@@ -192,3 +192,21 @@ def test_a_process_killed_mid_download_leaves_no_entry(loopback_s3, bucket, prox
     assert source[0]["i"] == 0  # ... and the shard reads whole here ...
     cache.evict()
     assert os.listdir(partial) == []  # ... and its temporary file is gone.
+
+
+def test_prefetch_downloads_the_shards_a_read_will_need(loopback_s3, bucket, proxy, tmp_path):
+    options = options_via(loopback_s3, proxy.endpoint, tmp_path)
+    source = ArrayRecordSource(loopback_s3.url(bucket, "shards/"), storage_options=options)
+    cache = ShardCache(str(tmp_path / "cache"), options.cache_bytes)
+    source.prefetch([5, 250])  # Shards 0 and 2 (100 records each).
+    deadline = time.monotonic() + 60
+    while len(cache.entries()) < 2:
+        assert time.monotonic() < deadline, "prefetch did not download the shards"
+        time.sleep(0.02)
+    proxy.clear()
+    assert [r["i"] for r in source.__getitems__([250, 5, 6])] == [250, 5, 6]
+    assert proxy.requests == []  # Read from the cache: no request.
+    assert sorted(os.path.basename(path).split("-", 1)[1] for _, _, path in cache.entries()) == [
+        os.path.basename(source.instructions[0].filename),
+        os.path.basename(source.instructions[2].filename),
+    ]
