@@ -210,3 +210,25 @@ def test_prefetch_downloads_the_shards_a_read_will_need(loopback_s3, bucket, pro
         os.path.basename(source.instructions[0].filename),
         os.path.basename(source.instructions[2].filename),
     ]
+
+
+def test_a_process_forked_after_bucket_reads_gets_a_clear_error_not_a_hang(
+    loopback_s3, bucket, tmp_path
+):
+    import multiprocessing
+
+    options = options_via(loopback_s3, loopback_s3.endpoint, tmp_path)
+    source = ParquetSource(loopback_s3.url(bucket, "table.parquet"), storage_options=options)
+    assert source[1]["i"] == 1
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        message = pool.apply_async(_read_after_fork, (source,)).get(timeout=60)
+    assert "forked from one that had already read from a bucket" in message
+
+
+def _read_after_fork(source):
+    try:
+        source.__getitems__([290])
+    except Exception as error:
+        return str(error)
+    return "no error"

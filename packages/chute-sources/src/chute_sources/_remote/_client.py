@@ -299,10 +299,33 @@ class ObjectClient:
 
 _CLIENTS: dict[tuple[int, StorageOptions], ObjectClient] = {}
 _CLIENTS_LOCK = threading.Lock()
+_FORKED_AFTER_USE = False
+
+
+def _after_fork_in_child() -> None:
+    global _FORKED_AFTER_USE
+    _FORKED_AFTER_USE = _FORKED_AFTER_USE or bool(_CLIENTS)
+    _CLIENTS.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def client_for(options: StorageOptions) -> ObjectClient:
-    """This process's client for `options` (a worker makes its own after fork)."""
+    """This process's client for `options` (a worker makes its own).
+
+    Raises:
+        ObjectStorageError: this process was forked (`os.fork`, or multiprocessing's
+            "fork" start method) from one that had already used a bucket: obstore's
+            runtime does not survive a fork, and a request would hang forever.
+    """
+    if _FORKED_AFTER_USE:
+        raise ObjectStorageError(
+            "chute: this process was forked from one that had already read from a bucket, "
+            "and the object-storage client cannot work after fork (its requests would hang). "
+            "Start worker processes with the 'spawn' or 'forkserver' start method (chute's "
+            "own workers do), or fork before the first bucket read."
+        )
     key = (os.getpid(), options)
     client = _CLIENTS.get(key)
     if client is None:
