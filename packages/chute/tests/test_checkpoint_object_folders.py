@@ -1,4 +1,4 @@
-"""Checkpoints in buckets (a local moto S3 server): `save` / `restore` / `reshard_directory`
+"""Checkpoints in buckets (the loopback S3 server): `save` / `restore` / `reshard_directory`
 on `s3://` prefixes resume exactly, and missing objects and buckets are told apart."""
 
 from __future__ import annotations
