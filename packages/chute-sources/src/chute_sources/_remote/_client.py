@@ -13,7 +13,7 @@ import datetime
 import os
 import threading
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 from .._errors import ObjectStorageError, SourceFileNotFoundError
 from ._options import StorageOptions
@@ -107,7 +107,10 @@ class ObjectClient:
         from obstore.store import GCSStore, S3Store
 
         options = self.options
-        retry = {"max_retries": 0, "retry_timeout": _seconds(options.request_timeout)}
+        retry: dict[str, Any] = {
+            "max_retries": 0,
+            "retry_timeout": _seconds(options.request_timeout),
+        }
         if url.scheme == "s3":
             endpoint = (
                 options.endpoint
@@ -130,12 +133,7 @@ class ObjectClient:
                     config["session_token"] = options.session_token
             if options.anonymous:
                 config["skip_signature"] = True
-            return S3Store(
-                url.bucket,
-                config=cast(Any, config),
-                client_options=cast(Any, self._client_options(endpoint)),
-                retry_config=cast(Any, retry),
-            )
+            return S3Store(url.bucket, **self._settings(config, endpoint, retry))
         emulator = options.endpoint or os.environ.get("STORAGE_EMULATOR_HOST")
         gcs: dict[str, Any] = {}
         if emulator:
@@ -150,12 +148,17 @@ class ObjectClient:
             gcs["service_account"] = options.service_account_path
         if options.anonymous:
             gcs["skip_signature"] = True
-        return GCSStore(
-            url.bucket,
-            config=cast(Any, gcs),
-            client_options=cast(Any, self._client_options(emulator)),
-            retry_config=cast(Any, retry),
-        )
+        return GCSStore(url.bucket, **self._settings(gcs, emulator, retry))
+
+    def _settings(
+        self, config: dict[str, Any], endpoint: str | None, retry: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A store's keyword arguments: its config, timeouts and (no) retries."""
+        return {
+            "config": config,
+            "client_options": self._client_options(endpoint),
+            "retry_config": retry,
+        }
 
     def stat(self, url: ObjectUrl) -> ObjectInfo:
         """Size and version of the object at `url`.
