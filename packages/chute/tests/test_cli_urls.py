@@ -174,3 +174,24 @@ def test_the_command_line_itself_converts_between_buckets(s3, bucket, run_chute)
     result = run_chute("inspect", f"s3://{bucket}/o/pets.array_record")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[1] == "records: 3 in 1 file"
+
+
+def test_convert_and_inspect_a_parquet_folder_in_the_bucket(s3, bucket, capsys, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for number in range(2):
+        path = tmp_path / f"part-{number}.parquet"
+        rows = range(number * 20, number * 20 + 20)
+        pq.write_table(
+            pa.table({"i": list(rows), "w": [f"w{i}" for i in rows]}), path, row_group_size=6
+        )
+        s3.put(bucket, f"table/part-{number}.parquet", path.read_bytes())
+    code, out, err = _run(capsys, "inspect", f"s3://{bucket}/table/")
+    assert code == 0, err
+    assert "records: 40 in 2 files" in out
+    dst = f"s3://{bucket}/shards/t"
+    code, out, err = _run(capsys, "convert", f"s3://{bucket}/table/", dst, "--shards", "2", "-q")
+    assert code == 0, err
+    converted = chute.ArrayRecordSource(f"s3://{bucket}/shards/")
+    assert sorted(record["i"] for record in converted) == list(range(40))
