@@ -212,23 +212,40 @@ def test_prefetch_downloads_the_shards_a_read_will_need(loopback_s3, bucket, pro
     ]
 
 
+_FORK_AFTER_READ = textwrap.dedent(
+    """
+    import os, pickle, sys
+    source = pickle.loads(bytes.fromhex(sys.argv[1]))
+    assert source[1]["i"] == 1  # The parent reads from the bucket, then forks.
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            source.__getitems__([290])
+            message = "no error"
+        except Exception as error:
+            message = str(error)
+        os.write(writer, message.encode())
+        os._exit(0)
+    os.close(writer)
+    print(os.read(reader, 4096).decode())
+    os.waitpid(child, 0)
+    """
+)
+
+
 def test_a_process_forked_after_bucket_reads_gets_a_clear_error_not_a_hang(
     loopback_s3, bucket, tmp_path
 ):
-    import multiprocessing
+    import pickle
 
     options = options_via(loopback_s3, loopback_s3.endpoint, tmp_path)
     source = ParquetSource(loopback_s3.url(bucket, "table.parquet"), storage_options=options)
-    assert source[1]["i"] == 1
-    context = multiprocessing.get_context("fork")
-    with context.Pool(1) as pool:
-        message = pool.apply_async(_read_after_fork, (source,)).get(timeout=60)
-    assert "forked from one that had already read from a bucket" in message
-
-
-def _read_after_fork(source):
-    try:
-        source.__getitems__([290])
-    except Exception as error:
-        return str(error)
-    return "no error"
+    done = subprocess.run(
+        [sys.executable, "-c", _FORK_AFTER_READ, pickle.dumps(source).hex()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "forked from one that had already read from a bucket" in done.stdout

@@ -17,9 +17,7 @@ from chute_checkpoint import (
     reshard_directory,
     restore,
     save,
-    write_atomic,
 )
-from chute_checkpoint._object_folder import ObjectFolder
 from chute_sources import SourceFileNotFoundError, StorageOptions, list_objects, read_object
 
 
@@ -115,17 +113,3 @@ def test_a_corrupt_object_is_a_format_error(s3: Any, bucket: str) -> None:
     url = s3.put(bucket, "bad/process_0-of-1.json", b'{"format": "chute-iter')
     with pytest.raises(CheckpointFormatError, match=url):
         restore(iter(_pipeline()), f"s3://{bucket}/bad", process_index=0, process_count=1)
-
-
-def test_write_atomic_writes_one_object_and_folders_list_only_their_children(
-    s3: Any, bucket: str
-) -> None:
-    write_atomic(f"s3://{bucket}/f/process_0-of-1.json", "{}")
-    s3.put(bucket, "f/sub/process_1-of-2.json", b"{}")
-    s3.put(bucket, "f/notes.txt", b"")
-    folder = ObjectFolder(f"s3://{bucket}/f/", None)
-    assert [f.name for f in folder.glob("process_*-of-*.json")] == ["process_0-of-1.json"]
-    assert (folder / "process_0-of-1.json").read_bytes() == b"{}"
-    assert (folder / "process_0-of-1.json").exists()
-    assert not (folder / "process_0-of-2.json").exists()
-    assert folder.is_dir() and not ObjectFolder(f"s3://{bucket}/g", None).is_dir()
