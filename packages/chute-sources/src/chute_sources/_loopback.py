@@ -13,6 +13,7 @@ The helpers (`create_bucket`, `put`, `get`, `delete`) speak plain HTTP through
 
 from __future__ import annotations
 
+import abc
 import atexit
 import contextlib
 import http.client
@@ -63,7 +64,7 @@ def _stop_all() -> None:
         server.stop()
 
 
-class _LoopbackServer:
+class _LoopbackServer(abc.ABC):
     """A server in a child process: start, stop, the endpoint, plain HTTP requests."""
 
     _KIND: ClassVar[str]  # The argument of _loopback_serve.py.
@@ -100,9 +101,9 @@ class _LoopbackServer:
         return f"http://127.0.0.1:{self._port}"
 
     @property
+    @abc.abstractmethod
     def env(self) -> dict[str, str]:
         """The environment variables that point a client at this server."""
-        raise NotImplementedError
 
     @classmethod
     def missing(cls) -> str | None:
@@ -237,8 +238,9 @@ class _LoopbackServer:
         """Uploads `data` as `key` in `bucket` (replacing any object of that name)."""
         self._upload(bucket, key, data, len(data))
 
+    @abc.abstractmethod
     def _upload(self, bucket: str, key: str, body: bytes | IO[bytes], size: int) -> None:
-        raise NotImplementedError
+        """Stores `size` bytes of `body` as `key` in `bucket` (each server's own API)."""
 
 
 class LoopbackS3(_LoopbackServer):

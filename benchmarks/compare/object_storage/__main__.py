@@ -1,0 +1,5 @@
+"""`python -m benchmarks.compare.object_storage`."""
+
+from ._report import main
+
+main()
