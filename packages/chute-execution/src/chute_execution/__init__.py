@@ -46,6 +46,7 @@ from ._shipping import ship as ship
 from ._shipping import unship as unship
 from ._stage_clock import StageClock as StageClock
 from ._thread_prefetch import ThreadPrefetchIter as ThreadPrefetchIter
+from ._transport.pool import free_idle_slabs as free_idle_slabs
 from ._worker_pool import WorkerDiedError as WorkerDiedError
 from ._worker_pool import WorkerTimeoutError as WorkerTimeoutError
 
@@ -73,6 +74,7 @@ __all__ = [
     "WorkerTimeoutError",
     "batch_aligned_chunk_size",
     "default_chunk_size",
+    "free_idle_slabs",
     "importable_in_workers",
     "pick_performance_config",
     "plan_workers",

@@ -42,7 +42,6 @@ from ._mp_resources import WorkerError
 from ._shipping import ship
 from ._spans import SpanSchedule
 from ._transport.codec import SlabMessage
-from ._transport.reader import SlabReader
 from ._worker import WorkerFailure
 from ._worker_pool import WorkerDiedError, WorkerPool, WorkerTimeoutError
 
@@ -458,17 +457,17 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         return error
 
     def _ensure_pool(self) -> WorkerPool:
-        resources = self._resources
-        if resources.pool is None or resources.pool.closed:
-            resources.release()
+        pool = self._resources.pool
+        if pool is None or pool.closed:
+            self._resources.release()
             assert self._shipped is not None
             plan, init = self._shipped
-            resources.pool = WorkerPool(plan, self._options, init, self._caller)
-            resources.reader = SlabReader()
+            pool = WorkerPool(plan, self._options, init, self._caller)
+            self._resources.start(pool, self._options.per_worker_buffer_size + 1)
             self._pool_serial += 1
             self._in_flight = [collections.deque() for _ in range(self._options.num_workers)]
             self._next_submit = self._chunk
-        return resources.pool
+        return pool
 
     def _restart(self) -> None:
         """Forgets work in flight (its answers will be discarded) and resubmits lazily."""
@@ -476,7 +475,14 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         self._next_submit = self._chunk
 
     def close(self) -> None:
-        """Stops the worker processes (also done at exhaustion and garbage collection)."""
+        """Stops the worker processes (also done at exhaustion and garbage collection).
+
+        Leases that ended are reported first, so that the workers leave those slabs
+        for the next iterator's workers (`SlabPool`) instead of unlinking them.
+        """
+        pool = self._resources.pool
+        if pool is not None and not pool.closed:
+            self._end_leases(pool)
         self._resources.release()
 
     def __repr__(self) -> str:

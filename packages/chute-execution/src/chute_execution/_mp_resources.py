@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 import threading
 
 from chute_sources import ChuteError
-from chute_sources.internal import reclaim_orphaned_segments
+from chute_sources.internal import (
+    SHM_PREFIX,
+    owner_tag_of,
+    reclaim_orphaned_segments,
+    shm_dir,
+)
 
+from ._transport.pool import POOL
 from ._transport.reader import SlabReader
+from ._transport.slab import unlink_quietly
 from ._worker_pool import WorkerPool
 
 __all__ = ["Resources", "WorkerError"]
@@ -27,23 +36,63 @@ class WorkerError(ChuteError, RuntimeError):
 
 
 class Resources:
-    """The worker pool and the slab reader, released together (also at GC)."""
+    """The worker pool and the slab reader, released together (also at GC).
+
+    Slabs outlive their workers: `start` gives each new worker idle slabs of this
+    process's earlier workers (`SlabPool`), and `release` takes over the slabs of
+    workers that stopped normally.
+    """
 
     def __init__(self) -> None:
         self.pool: WorkerPool | None = None
         self.reader: SlabReader | None = None
         self.lock = threading.Lock()
+        self._kept = ""  # The names the workers give the slabs they leave us.
+        self._given: list[str] = []  # Idle slabs given to the workers.
+
+    def start(self, pool: WorkerPool, slabs_per_worker: int) -> None:
+        """Uses `pool` (just started) and gives its workers idle slabs to take over.
+
+        Each worker gets at most `slabs_per_worker` (its writer's slots), the largest
+        first, dealt in turn.
+
+        Each worker is also told the name (one of this process's) to give its slabs
+        when it stops normally: so they are never without a living owner, which any
+        chute process would reclaim.
+        """
+        self.pool, self.reader = pool, SlabReader()
+        self._kept = f"{owner_tag_of(os.getpid())}-kept{secrets.token_hex(4)}"
+        workers = pool.num_workers
+        slabs = POOL.take(workers * slabs_per_worker)  # Largest first: dealt round.
+        self._given = [name for name, _ in slabs]
+        for worker in range(workers):
+            pool.send(worker, ("adopt", slabs[worker::workers], self._kept))
 
     def release(self) -> None:
         """Stops the workers and frees the slabs; safe from any thread, idempotent."""
         with self.lock:
             pool, self.pool = self.pool, None
             reader, self.reader = self.reader, None
+            kept, self._kept, given, self._given = self._kept, "", self._given, []
         if pool is not None:
             pool.close()
+            self._keep_slabs(kept, given)
         if reader is not None:
             # Workers unlink their slabs when they exit; a killed one cannot: unlink what
             # we saw of it, and reclaim what it made but never sent (it is reaped now).
             reader.unlink_all_seen()
             reader.close()
             reclaim_orphaned_segments()
+
+    @staticmethod
+    def _keep_slabs(kept: str, given: list[str]) -> None:
+        """Takes over the slabs the stopped workers left us (named `kept`)."""
+        folder = shm_dir()
+        for name in given:  # Given to a worker that ended before taking them over.
+            unlink_quietly(str(folder / name))
+        prefix = f"{SHM_PREFIX}{kept}-"
+        try:
+            names = [name for name in os.listdir(folder) if name.startswith(prefix)]
+        except OSError:
+            return
+        POOL.adopt(str(folder / name) for name in names)

@@ -209,7 +209,10 @@ def worker_main(
     bytes are copied there, and only a small message goes through the connection. The
     consumer sends `("task", generation, chunk, replay)`, `("release", token)` when it has
     read a result (or, if it keeps views into the slab, `("lease", token)` then, and
-    the release once they are gone), and `None` to stop.
+    the release once they are gone), `("adopt", slabs, keep_as)` first (idle slabs to
+    take over, `SlabWriter.adopt`, and the consumer's name for the slabs it will take
+    back), and `None` to stop. Stopped so, a worker renames its slabs for the consumer
+    to keep (`SlabPool`); any other end unlinks them.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     writers: list[SlabWriter] = []  # The writer, once made: SIGTERM frees its slabs.
@@ -223,6 +226,7 @@ def worker_main(
         return
     tasks: collections.deque[tuple[int, int, Any]] = collections.deque()
     stop = False
+    keep_as: list[str | None] = [None]  # The consumer's name for slabs it takes over.
 
     def handle(message: Any) -> None:
         nonlocal stop
@@ -232,6 +236,9 @@ def worker_main(
             writer.release(message[1])
         elif message[0] == "lease":
             writer.lease(message[1])
+        elif message[0] == "adopt":  # Idle slabs of the consumer's earlier workers.
+            writer.adopt(message[1])
+            keep_as[0] = message[2]
         else:
             tasks.append((message[1], message[2], message[3]))
             getattr(plan, "prefetch", lambda chunk: None)(message[2])  # Fetched meanwhile.
@@ -280,6 +287,6 @@ def worker_main(
                 break
     finally:
         with exiting:  # Waits (for good) if the parent watch is ending the process.
-            writer.close()
+            writer.close(keep_as=keep_as[0] if stop else None)  # Stopped: kept for reuse.
             connection.close()
             sys.stdout.flush()

@@ -23,7 +23,9 @@ __all__ = [
     "SHM_DIR_ENV",
     "SHM_PREFIX",
     "create_segment_file",
+    "new_segment_path",
     "no_space_error",
+    "owner_tag_of",
     "reclaim_orphaned_segments",
     "remove_own_segments",
     "shm_dir",
@@ -72,6 +74,20 @@ def _start_time(pid: int) -> str | None:
 def _owner_tag() -> str:
     pid = os.getpid()
     return f"{pid}-{_start_time(pid) or '0'}"
+
+
+def owner_tag_of(pid: int) -> str | None:
+    """The `<pid>-<start time>` that names process `pid`'s segments (None: it is gone).
+
+    Read while the process lives, it tells its segments from those of a later process
+    that gets the same pid.
+
+    Example:
+        >>> owner_tag_of(os.getpid()).startswith(f"{os.getpid()}-")
+        True
+    """
+    start = _start_time(pid)
+    return None if start is None else f"{pid}-{start}"
 
 
 def _is_orphan(name: str) -> bool:
@@ -127,6 +143,20 @@ def remove_own_segments(folder: Path | None = None) -> list[str]:
     return removed
 
 
+def new_segment_path(kind: str) -> Path:
+    """A fresh name for a segment of this process holding `kind` (nothing is created).
+
+    For taking over an existing segment by renaming it: the new name makes this process
+    its owner, so it is unlinked with this process's other segments (and reclaimed
+    after a crash).
+
+    Example:
+        >>> new_segment_path("slab").name.startswith(f"{SHM_PREFIX}{os.getpid()}-")
+        True
+    """
+    return shm_dir() / f"{SHM_PREFIX}{_owner_tag()}-{kind}-{secrets.token_hex(6)}"
+
+
 def create_segment_file(kind: str) -> tuple[Path, int]:
     """Creates a new owner-only (mode 0600) segment file; returns its path and an fd.
 
@@ -134,8 +164,7 @@ def create_segment_file(kind: str) -> tuple[Path, int]:
         kind: a short word naming what the segment holds, kept in its name.
     """
     reclaim_orphaned_segments()
-    folder = shm_dir()
-    path = folder / f"{SHM_PREFIX}{_owner_tag()}-{kind}-{secrets.token_hex(6)}"
+    path = new_segment_path(kind)
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
     except OSError as error:

@@ -22,6 +22,7 @@ from chute_execution import ShippingError as ShippingError
 from chute_execution import WorkerDiedError as WorkerDiedError
 from chute_execution import WorkerError as WorkerError
 from chute_execution import WorkerTimeoutError as WorkerTimeoutError
+from chute_execution import free_idle_slabs as free_idle_slabs
 from chute_execution import pick_performance_config as pick_performance_config
 from chute_samplers import IndexSampler as IndexSampler
 from chute_samplers import NoSharding as NoSharding
@@ -207,6 +208,7 @@ __all__ = [
     "device",
     "encode_record",
     "experimental",
+    "free_idle_slabs",
     "pick_performance_config",
     "write_array_record",
 ]

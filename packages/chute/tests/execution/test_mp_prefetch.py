@@ -160,6 +160,7 @@ def _segments():
 
 
 def _wait_for_no_new_segments(before, seconds=5.0):
+    chute.free_idle_slabs()  # Kept for the next iterator's workers; freed at exit anyway.
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and _segments() - before:
         time.sleep(0.05)

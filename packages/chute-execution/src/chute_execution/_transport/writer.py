@@ -13,11 +13,12 @@ from multiprocessing.util import Finalize
 
 import numpy as np
 
-from chute_sources.internal import check_count
+from chute_sources import SharedMemoryError
+from chute_sources.internal import SHM_PREFIX, check_count, new_segment_path
 
 from .arena import SlabArena
 from .codec import SlabMessage, Span, dumps, layout
-from .slab import Slab, unlink_quietly
+from .slab import Slab, slab_path, unlink_quietly
 
 __all__ = ["DEFAULT_SLAB_SIZE", "SlabWriter"]
 
@@ -291,18 +292,81 @@ class SlabWriter:
         slab, self._slabs[slot] = self._slabs[slot], None
         return slab
 
-    def close(self) -> None:
-        """Unlinks every slab; a consumer that already mapped one can still read it."""
+    def adopt(self, slabs: list[tuple[str, int]]) -> int:
+        """Takes over idle slabs `(name, size)` of the consumer (see `SlabPool`).
+
+        Each goes into an empty slot, renamed into this writer's process's name (so it
+        is this writer's to unlink, like one it made) and mapped with its pages, which
+        already exist. A slab that is gone, or finds no empty slot, is skipped (and in
+        the latter case unlinked). Returns how many were taken.
+
+        Example:
+            >>> from chute_execution._transport.slab import Slab
+            >>> idle = Slab.create(8192); idle.close()
+            >>> with SlabWriter(num_slabs=2) as writer:
+            ...     writer.adopt([(idle.name, 8192), ("chute-0-0-pool-gone", 8192)])
+            ...     writer.nbytes
+            1
+            8192
+        """
+        taken = 0
+        for name, size in slabs:
+            with self._condition:
+                empty = [slot for slot in self._free if self._slabs[slot] is None]
+            source = slab_path(name)
+            if not empty:
+                unlink_quietly(str(source))
+                continue
+            path = new_segment_path("slab")
+            try:
+                os.rename(source, path)
+            except OSError:
+                continue
+            self._paths.add(str(path))
+            try:
+                slab = Slab.attach(path.name, size, writable=True)
+            except SharedMemoryError:
+                unlink_quietly(str(path))
+                self._paths.discard(str(path))
+                continue
+            with self._condition:
+                if self._closed or self._slabs[empty[0]] is not None:
+                    slab.close()
+                    unlink_quietly(str(path))
+                    self._paths.discard(str(path))
+                    continue
+                self._slabs[empty[0]] = slab
+            taken += 1
+        return taken
+
+    def close(self, *, keep_as: str | None = None) -> None:
+        """Unlinks every slab; a consumer that already mapped one can still read it.
+
+        Args:
+            keep_as: for a worker stopped normally: the slabs the consumer holds no
+                views into (not leased) are not unlinked but renamed to
+                `chute-<keep_as>-<random hex>`, a name of the consumer's, for it to take
+                over (`SlabPool.adopt`). Leased slabs are unlinked all the same.
+        """
         with self._condition:
             self._closed = True
+            leased = {self._busy[token] for token in self._leased if token in self._busy}
             self._busy.clear()
             self._leased.clear()
             self._free.clear()
             self._condition.notify_all()
             slabs, self._slabs = self._slabs, [None] * self._num_slabs
-        for slab in slabs:
-            if slab is not None:
-                slab.close()
+        for slot, slab in enumerate(slabs):
+            if slab is None:
+                continue
+            slab.close()
+            if keep_as is not None and slot not in leased:
+                target = str(slab_path(f"{SHM_PREFIX}{keep_as}-{secrets.token_hex(6)}"))
+                try:
+                    os.rename(slab.path, target)
+                except OSError:
+                    continue  # Unlinked with the others below.
+                self._paths.discard(slab.path)
         self._finalizer()
 
     def __enter__(self) -> SlabWriter:

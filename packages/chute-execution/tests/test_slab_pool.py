@@ -1,0 +1,145 @@
+"""Slabs outlive their workers: the next iterator's workers take them over (`SlabPool`).
+
+Checked with real worker processes: the same shared-memory files (by inode) serve the
+next iterator; a batch still held from an earlier iterator is never written over; the
+pool stays within its budget; `free_idle_slabs` and the exit of the process leave
+nothing in the shared-memory folder; a forked child never touches its parent's pool.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from chute_execution import (
+    ChunkPlan,
+    MultiprocessingOptions,
+    MultiprocessPrefetchIter,
+    free_idle_slabs,
+)
+from chute_execution._transport import pool as pool_module
+from chute_execution._transport.pool import POOL, SlabPool
+from chute_execution.testing import FullArray
+from chute_sources.internal import SHM_PREFIX, shm_dir
+from chute_transforms import MapIter
+
+ROWS = 2**17  # 1 MiB per element: results are leased to the consumer as views.
+COPIED = 2**13  # 64 KiB per element: in a slab, but copied out (no lease).
+
+
+def _iterator(length: int = 24, rows: int = COPIED) -> MultiprocessPrefetchIter:
+    plan = ChunkPlan(range(length), [(MapIter, (FullArray(rows),), {})], chunk_size=2)
+    return MultiprocessPrefetchIter(plan, MultiprocessingOptions(num_workers=2))
+
+
+def _pool_inodes() -> set[int]:
+    folder = shm_dir()
+    mine = f"{SHM_PREFIX}{os.getpid()}-"
+    return {
+        os.stat(folder / name).st_ino
+        for name in os.listdir(folder)
+        if name.startswith(mine) and "-pool-" in name
+    }
+
+
+@pytest.fixture(autouse=True)
+def _empty_pool():
+    free_idle_slabs()
+    yield
+    free_idle_slabs()
+
+
+def _firsts(it: MultiprocessPrefetchIter) -> list[int]:
+    """The first value of each array; no array is still held when `it` ends."""
+    out = []
+    for array in it:
+        out.append(int(array[0]))
+        del array
+    return out
+
+
+def test_the_next_iterators_workers_write_into_the_same_slabs():
+    first = _firsts(_iterator())
+    kept = _pool_inodes()
+    assert kept, "the workers' slabs were not kept"
+    assert POOL.idle_bytes() > 0
+    second = _firsts(_iterator())
+    assert first == second == list(range(24))
+    assert kept <= _pool_inodes()  # Every kept slab served again, and is kept again.
+
+
+def test_a_batch_held_from_an_earlier_iterator_is_never_written_over():
+    it = _iterator(rows=ROWS)
+    held = [next(it) for _ in range(5)]
+    it.close()
+    for _ in range(2):  # Later iterators (their workers take over the idle slabs).
+        assert _firsts(_iterator(length=40, rows=ROWS)) == list(range(40))
+        assert _firsts(_iterator(length=40)) == list(range(40))
+    for value, array in enumerate(held):
+        assert array.shape == (ROWS,)
+        assert np.all(array == value)
+
+
+def test_the_pool_keeps_at_most_its_budget_oldest_first(monkeypatch, tmp_path):
+    monkeypatch.setenv("CHUTE_SHM_DIR", str(tmp_path))
+    monkeypatch.setattr(pool_module, "budget", lambda: 3000)
+    pool = SlabPool()
+    paths = []
+    for size in (1000, 1000, 1000, 1000):
+        path = tmp_path / f"{SHM_PREFIX}0-0-slab-{len(paths)}"
+        path.write_bytes(bytes(size))
+        paths.append(str(path))
+    assert pool.adopt(paths[:2]) == 2
+    assert pool.adopt([*paths[2:], str(tmp_path / "gone")]) == 2
+    assert pool.idle_bytes() == 3000
+    assert len(os.listdir(tmp_path)) == 3  # The oldest was unlinked.
+    assert [size for _, size in pool.take(5)] == [1000, 1000, 1000]
+    assert pool.idle_bytes() == 0
+
+
+def test_free_idle_slabs_unlinks_them_and_says_how_many_bytes():
+    _firsts(_iterator())
+    held = POOL.idle_bytes()
+    assert held > 0 and _pool_inodes()
+    assert free_idle_slabs() == held
+    assert POOL.idle_bytes() == 0 and not _pool_inodes()
+
+
+_EXITING = """
+import os, sys
+sys.path[:0] = {path!r}
+from test_slab_pool import _firsts, _iterator
+from chute_execution._transport.pool import POOL
+out = _firsts(_iterator())
+print(os.getpid(), POOL.idle_bytes() > 0, out == list(range(24)))
+"""
+
+
+def test_nothing_is_left_in_shared_memory_after_the_process_exits():
+    script = _EXITING.format(path=[os.path.dirname(__file__)])
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    pid, kept, equal = done.stdout.split()
+    assert (kept, equal) == ("True", "True")
+    left = [n for n in os.listdir(shm_dir()) if n.startswith(f"{SHM_PREFIX}{pid}-")]
+    assert left == []
+
+
+def test_a_forked_child_sees_an_empty_pool_and_leaves_the_parents_alone():
+    _firsts(_iterator())
+    kept = _pool_inodes()
+    assert kept
+    pid = os.fork()
+    if pid == 0:  # The child: its pool is empty, and freeing it touches nothing.
+        ok = POOL.idle_bytes() == 0 and POOL.take(10) == [] and POOL.free() == 0
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert _pool_inodes() == kept
