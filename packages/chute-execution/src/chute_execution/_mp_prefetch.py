@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import sys
 import time
 import weakref
@@ -35,6 +36,7 @@ from chute_sources.internal import (
 )
 
 from ._chunk_plan import ChunkPlan, ChunkResult, Skip, outputs_before
+from ._chunk_trace import ConsumerTrace
 from ._leases import LeaseBook, default_budget
 from ._mp_options import MultiprocessingOptions
 from ._mp_resources import Resources as _Resources
@@ -117,6 +119,9 @@ class MultiprocessPrefetchIter(IterNode[Any]):
             self._plan = dataclasses.replace(plan, skip_errors=True)
             self._stages = plan.count_stages()
             self._first_stage = self._ledger.register(self._stages)
+        self._trace = ConsumerTrace.active(self._plan)  # Built under `tracing`: recorded.
+        if self._trace is not None:
+            self._plan = self._trace.plan
         self._shipped: tuple[bytes, bytes | None] | None = None
         if options.num_workers:
             init = None
@@ -287,8 +292,9 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         """
         workers = self._options.num_workers
         if workers == 0:
-            span = self.span_of(chunk)
-            result = self._plan.run(span, replay=self.replay_for(chunk), read_ahead=True)
+            span, replay = self.span_of(chunk), self.replay_for(chunk)
+            run = self._plan.run if self._trace is None else self._trace.runner(chunk)
+            result = run(span, replay=replay, read_ahead=True)
         else:
             result = self._remote_result(chunk)
         if result.times:
@@ -354,14 +360,19 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         expected = self.span_of(chunk)
         while True:
             _, sent_chunk = self._in_flight[worker][0]  # Popped only once answered.
+            waited = time.perf_counter_ns()
             message = pool.receive(worker, f"while running chunk {sent_chunk}")
             sent_generation, _ = self._in_flight[worker].popleft()
             try:
-                kind, generation, got_chunk, payload = message
+                kind, generation, got_chunk, payload = message[:4]  # Traced: + events.
                 if kind == "error" and got_chunk == -1:  # The worker could not start.
                     self.close()
                     raise self._rebuild(payload)
+                times = (waited, time.perf_counter_ns())
                 result = self._read(worker, payload) if kind == "ok" else None
+                if self._trace is not None:
+                    number = chunk if got_chunk == expected else None
+                    self._trace.received(worker, number, times, message, result, self._in_flight)
                 if generation != self._generation or sent_generation != self._generation:
                     continue  # Work from before a restore: discard.
                 if got_chunk != expected:
@@ -463,7 +474,8 @@ class MultiprocessPrefetchIter(IterNode[Any]):
             resources.release()
             assert self._shipped is not None
             plan, init = self._shipped
-            resources.pool = WorkerPool(plan, self._options, init, self._caller)
+            start = functools.partial(WorkerPool, plan, self._options, init, self._caller)
+            resources.pool = start() if self._trace is None else self._trace.started(start)
             resources.reader = SlabReader()
             self._pool_serial += 1
             self._in_flight = [collections.deque() for _ in range(self._options.num_workers)]
