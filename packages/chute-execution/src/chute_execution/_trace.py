@@ -206,6 +206,8 @@ class TraceRecorder:
         self._names: dict[tuple[str, int, int], Event] = {}
         self._threads: set[int] = set()
         self.dropped = 0
+        self._changes = 0  # Groups added; with the path, what the last write wrote.
+        self._written: tuple[Path, int] | None = None
         self._process = process
         self._pid = os.getpid()
         self.started_ns = time.perf_counter_ns()
@@ -222,6 +224,7 @@ class TraceRecorder:
         for the first time is named after its Python name.
         """
         with self._lock:
+            self._changes += 1
             timed = [event for event in events if event[0] != "M"]
             self._name([event for event in events if event[0] == "M"])
             for event in timed:
@@ -280,17 +283,26 @@ class TraceRecorder:
             },
         }
 
-    def write(self, path: str | os.PathLike[str]) -> Path:
-        """Writes the trace to `path` atomically (a temporary file, then a rename)."""
+    def write(self, path: str | os.PathLike[str], *, if_changed: bool = False) -> Path:
+        """Writes the trace to `path` atomically (a temporary file, then a rename).
+
+        `if_changed`: only if events came since the last write to `path` (or none did).
+        """
         target = Path(path)
+        changes = self._changes
+        if if_changed and self._written == (target, changes):
+            return target
         temporary = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
+            # `dumps` encodes in C all at once; `dump` to a file would encode in Python.
+            text = json.dumps(self.document(), separators=(",", ":"))
             with open(temporary, "w", encoding="utf-8") as file:
-                json.dump(self.document(), file, separators=(",", ":"))
+                file.write(text)
             os.replace(temporary, target)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
+        self._written = (target, changes)
         return target
 
 

@@ -18,7 +18,7 @@ __all__ = ["TracedIterator"]
 def _write_quietly(recorder: TraceRecorder, path: Path) -> None:
     """Writes the trace at garbage collection or exit: a failure there is not raised."""
     try:
-        recorder.write(path)
+        recorder.write(path, if_changed=True)
     except OSError:
         pass
 
