@@ -471,7 +471,8 @@ class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
         finally:
             RECORDER.reset(token)
         if tracer is not None and clocks is not None and options is not None:
-            iterator = TracedIterator(iterator, clocks, tracer, Path(options.path))
+            # Resolved now: a later write (e.g. at garbage collection) goes to the same file.
+            iterator = TracedIterator(iterator, clocks, tracer, Path(options.path).absolute())
         if progress:
             iterator = ProgressIterator(iterator)
         describe(iterator, "IterDataset", self._stages)

@@ -101,7 +101,7 @@ class TracedIterator:
             >>> it.write_trace(f"{folder}/b.json").name
             'b.json'
         """
-        target = self._path if path is None else TraceOptions(path).path
+        target = self._path if path is None else Path(TraceOptions(path).path).absolute()
         return self._recorder.write(target)
 
     def close(self) -> None:
