@@ -119,3 +119,22 @@ def test_pipeline_error_while_iterating_is_a_data_error(run_chute, workdir):
     )
     assert "record 3 is bad" in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_bench_trace_writes_a_trace_of_the_run(run_chute, workdir):
+    result = run_chute("bench", "pipe:make", "--batches", "5", "--trace", "t.json", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert "trace: t.json (open it in https://ui.perfetto.dev or chrome://tracing)" in (
+        result.stdout.splitlines()
+    )
+    events = json.loads((workdir / "t.json").read_text())["traceEvents"]
+    calls = [event for event in events if event["name"] == "next()"]
+    assert len(calls) == 5
+    assert {"to_iter_dataset()", "map(fn=slow_square)"} <= set(calls[0]["args"]["elements"])
+
+
+def test_bench_trace_in_a_missing_folder_is_a_usage_error(run_chute, workdir):
+    result = run_chute("bench", "pipe:make", "--trace", "nowhere/t.json", cwd=workdir)
+    assert result.returncode == 2
+    assert result.stderr.startswith("chute bench: error: --trace: the folder ")
+    assert "nowhere' of the trace file does not exist" in result.stderr

@@ -46,6 +46,9 @@ from ._shipping import ship as ship
 from ._shipping import unship as unship
 from ._stage_clock import StageClock as StageClock
 from ._thread_prefetch import ThreadPrefetchIter as ThreadPrefetchIter
+from ._trace import TraceOptions as TraceOptions
+from ._trace import TraceRecorder as TraceRecorder
+from ._trace import tracing as tracing
 from ._transport.pool import free_idle_slabs as free_idle_slabs
 from ._worker_pool import WorkerDiedError as WorkerDiedError
 from ._worker_pool import WorkerTimeoutError as WorkerTimeoutError
@@ -68,6 +71,8 @@ __all__ = [
     "ShippingError",
     "StageClock",
     "ThreadPrefetchIter",
+    "TraceOptions",
+    "TraceRecorder",
     "WorkerDiedError",
     "WorkerError",
     "WorkerPlan",
@@ -79,5 +84,6 @@ __all__ = [
     "pick_performance_config",
     "plan_workers",
     "ship",
+    "tracing",
     "unship",
 ]

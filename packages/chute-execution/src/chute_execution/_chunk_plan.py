@@ -34,6 +34,7 @@ from chute_transforms import BatchError, MapChain, MapIter, batch_elements
 from chute_transforms.internal import Allocate, stacking_into
 
 from ._chunk_result import ChunkResult, ConsecutiveOrigins, Skip, StageTime, Unstacked
+from ._chunk_trace import ChunkTrace
 from ._stage_clock import StageClock
 
 __all__ = [
@@ -216,6 +217,8 @@ class ChunkPlan:
             None: all of them. The others raise, as after a `skip_errors` stage.
         timed: time each stage (the reader and every op) and report it in the result's
             `times`, for per-stage statistics of work done in workers.
+        traced: the workers record trace events of each chunk (see `ChunkTrace`) and
+            send them with its result; implies `timed`.
         names: what the user calls the stages (the reader, then each op), for messages;
             empty: named after their classes.
         adaptive: the consumer may cut the positions into spans of its own sizes (at
@@ -240,6 +243,7 @@ class ChunkPlan:
     timed: bool = False
     names: tuple[str, ...] = ()
     adaptive: bool = False
+    traced: bool = False
 
     def __post_init__(self) -> None:
         check_dataset(self.dataset, "ChunkPlan", "dataset")
@@ -247,6 +251,8 @@ class ChunkPlan:
         check_count(self.read_threads, "read_threads", "ChunkPlan")
         object.__setattr__(self, "ops", tuple(self.ops))
         object.__setattr__(self, "names", tuple(self.names))
+        if self.traced:
+            object.__setattr__(self, "timed", True)
 
     def parts(self) -> list[tuple[str, Any]]:
         """The plan's stages as `(name, what it holds)`: the dataset, then each op's function.
@@ -434,6 +440,7 @@ class ChunkPlan:
         allocate: Allocate | None = None,
         replay: Iterable[Key] = (),
         read_ahead: bool = False,
+        trace: ChunkTrace | None = None,
     ) -> ChunkResult:
         """The outputs of chunk `chunk`, their origins and the elements skipped, in order.
 
@@ -443,7 +450,7 @@ class ChunkPlan:
         own stage numbers), skipped again without running them. `read_ahead`: chunks
         are being run in order in this process, so a plan of plain maps may read the
         next chunks' records with this one's (see `_read_ahead`); the outputs are the
-        same.
+        same. `trace`: told when the stages and the stacking are done.
         """
         fast = None if self.timed or self.skip_errors else self._maps_only()
         if read_ahead and fast is None:  # Run in order here: the next span comes next.
@@ -469,6 +476,8 @@ class ChunkPlan:
                 raise
             skips = () if ledger is None else tuple(ledger.reports)
             times = () if clocks is None else tuple((c.elements, c.seconds) for c in clocks)
+        if trace is not None:
+            trace.ran(times, len(outputs))
         result: Any = outputs
         if self.stack:
             if not outputs:
@@ -482,4 +491,6 @@ class ChunkPlan:
                             result = batch_elements(outputs)
                 except BatchError:
                     result = Unstacked(outputs)
+        if trace is not None:
+            trace.stacked(self.stack and bool(outputs))
         return ChunkResult(result, origins, skips, times)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import sys
 import time
 import weakref
@@ -35,10 +36,11 @@ from chute_sources.internal import (
 )
 
 from ._chunk_plan import ChunkPlan, ChunkResult, Skip, outputs_before
+from ._chunk_trace import ConsumerTrace
 from ._leases import LeaseBook, default_budget
 from ._mp_options import MultiprocessingOptions
 from ._mp_resources import Resources as _Resources
-from ._mp_resources import WorkerError
+from ._mp_resources import WorkerError, rebuild_failure
 from ._shipping import ship
 from ._spans import SpanSchedule
 from ._transport.codec import SlabMessage
@@ -116,6 +118,9 @@ class MultiprocessPrefetchIter(IterNode[Any]):
             self._plan = dataclasses.replace(plan, skip_errors=True)
             self._stages = plan.count_stages()
             self._first_stage = self._ledger.register(self._stages)
+        self._trace = ConsumerTrace.active(self._plan)  # Built under `tracing`: recorded.
+        if self._trace is not None:
+            self._plan = self._trace.plan
         self._shipped: tuple[bytes, bytes | None] | None = None
         if options.num_workers:
             init = None
@@ -286,8 +291,9 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         """
         workers = self._options.num_workers
         if workers == 0:
-            span = self.span_of(chunk)
-            result = self._plan.run(span, replay=self.replay_for(chunk), read_ahead=True)
+            span, replay = self.span_of(chunk), self.replay_for(chunk)
+            run = self._plan.run if self._trace is None else self._trace.runner(chunk)
+            result = run(span, replay=replay, read_ahead=True)
         else:
             result = self._remote_result(chunk)
         if result.times:
@@ -353,14 +359,19 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         expected = self.span_of(chunk)
         while True:
             _, sent_chunk = self._in_flight[worker][0]  # Popped only once answered.
+            waited = time.perf_counter_ns()
             message = pool.receive(worker, f"while running chunk {sent_chunk}")
             sent_generation, _ = self._in_flight[worker].popleft()
             try:
-                kind, generation, got_chunk, payload = message
+                kind, generation, got_chunk, payload = message[:4]  # Traced: + events.
                 if kind == "error" and got_chunk == -1:  # The worker could not start.
                     self.close()
                     raise self._rebuild(payload)
+                times = (waited, time.perf_counter_ns())
                 result = self._read(worker, payload) if kind == "ok" else None
+                if self._trace is not None:
+                    number = chunk if got_chunk == expected else None
+                    self._trace.received(worker, number, times, message, result, self._in_flight)
                 if generation != self._generation or sent_generation != self._generation:
                     continue  # Work from before a restore: discard.
                 if got_chunk != expected:
@@ -440,21 +451,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
                     pass  # Reported by the next receive, with what the worker was doing.
 
     def _rebuild(self, failure: WorkerFailure) -> BaseException:
-        start, stop = self._plan.bounds(failure.chunk) if failure.chunk != -1 else (0, 0)
-        unit = f"positions {start}..{stop - 1}"
-        if self._spans.is_grid_chunk((start, stop)):
-            unit = f"chunk {start // self._plan.chunk_size} (base {unit})"
-        where = (
-            f"chute: raised in worker {failure.worker} while running {unit}; the "
-            f"worker's traceback:\n{failure.traceback}"
-        )
-        if failure.chunk == -1:
-            where = f"chute: raised while starting worker {failure.worker}:\n{failure.traceback}"
-        error = failure.exception()
-        if error is None:
-            error = failure.stand_in(WorkerError)
-        error.add_note(where)
-        return error
+        return rebuild_failure(failure, self._plan, self._spans.is_grid_chunk)
 
     def _ensure_pool(self) -> WorkerPool:
         pool = self._resources.pool
@@ -462,7 +459,8 @@ class MultiprocessPrefetchIter(IterNode[Any]):
             self._resources.release()
             assert self._shipped is not None
             plan, init = self._shipped
-            pool = WorkerPool(plan, self._options, init, self._caller)
+            start = functools.partial(WorkerPool, plan, self._options, init, self._caller)
+            pool = start() if self._trace is None else self._trace.started(start)
             self._resources.start(pool, self._options.per_worker_buffer_size + 1)
             self._pool_serial += 1
             self._in_flight = [collections.deque() for _ in range(self._options.num_workers)]

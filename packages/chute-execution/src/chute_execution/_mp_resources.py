@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import threading
+from collections.abc import Callable
 
 from chute_sources import ChuteError
 from chute_sources.internal import (
@@ -14,12 +15,14 @@ from chute_sources.internal import (
     shm_dir,
 )
 
+from ._chunk_plan import ChunkPlan
 from ._transport.pool import POOL
 from ._transport.reader import SlabReader
 from ._transport.slab import unlink_quietly
+from ._worker import WorkerFailure
 from ._worker_pool import WorkerPool
 
-__all__ = ["Resources", "WorkerError"]
+__all__ = ["Resources", "WorkerError", "rebuild_failure"]
 
 
 class WorkerError(ChuteError, RuntimeError):
@@ -33,6 +36,32 @@ class WorkerError(ChuteError, RuntimeError):
         >>> str(WorkerError("mymodule.OddError: it broke"))
         'mymodule.OddError: it broke'
     """
+
+
+def rebuild_failure(
+    failure: WorkerFailure, plan: ChunkPlan, is_grid_chunk: Callable[[tuple[int, int]], bool]
+) -> BaseException:
+    """The exception a worker reported, rebuilt, with a note of where it was raised.
+
+    The note names the worker and the chunk (or its positions) it was running, and
+    carries the worker's traceback; an exception that could not travel comes back as
+    a `WorkerError` with its type name and message.
+    """
+    start, stop = plan.bounds(failure.chunk) if failure.chunk != -1 else (0, 0)
+    unit = f"positions {start}..{stop - 1}"
+    if is_grid_chunk((start, stop)):
+        unit = f"chunk {start // plan.chunk_size} (base {unit})"
+    where = (
+        f"chute: raised in worker {failure.worker} while running {unit}; the "
+        f"worker's traceback:\n{failure.traceback}"
+    )
+    if failure.chunk == -1:
+        where = f"chute: raised while starting worker {failure.worker}:\n{failure.traceback}"
+    error = failure.exception()
+    if error is None:
+        error = failure.stand_in(WorkerError)
+    error.add_note(where)
+    return error
 
 
 class Resources:

@@ -4,8 +4,9 @@ A worker receives the shipped plan once, then task messages `("task", generation
 chunk, replay)` on its connection (`replay`: elements of the chunk an error budget
 skipped before a restore), and answers each with `("ok", generation, chunk, message)`
 (a `SlabMessage`: the arrays are in the worker's shared-memory slabs) or
-`("error", generation, chunk, details)`. It never imports jax (nothing here does), and
-it ignores SIGINT so that Ctrl-C reaches only the consumer, which shuts workers down.
+`("error", generation, chunk, details)`; for a traced plan, an `"ok"` answer has a
+fifth item: the chunk's trace events (`ChunkTrace`). It never imports jax (nothing here
+does), and it ignores SIGINT so that Ctrl-C reaches only the consumer, which shuts workers down.
 When the consumer's end of the connection closes (the consumer exited or was killed),
 `recv` fails and the worker exits: no orphan keeps running.
 """
@@ -27,6 +28,7 @@ from typing import Any
 
 from chute_sources.internal import remove_own_segments
 
+from ._chunk_trace import ChunkTrace
 from ._shipping import unship
 from ._transport.writer import SlabWriter
 
@@ -150,13 +152,15 @@ def _keep_freed_memory() -> None:
     mallopt(_M_TRIM_THRESHOLD, _HEAP_KEEPS)
 
 
-def _run(plan: Any, chunk: Any, writer: SlabWriter, replay: Any) -> Any:
+def _run(plan: Any, chunk: Any, writer: SlabWriter, replay: Any, trace: Any = None) -> Any:
     """Runs `chunk` and writes its result; a stacked batch is built right in a slab."""
     arena = writer.arena() if getattr(plan, "stack", False) else None
+    if trace is not None and arena is not None:
+        trace.slab_taken()
     if arena is None:
-        return writer.write(plan.run(chunk, replay=replay))
+        return writer.write(plan.run(chunk, replay=replay, trace=trace))
     try:
-        result = plan.run(chunk, arena.empty, replay)
+        result = plan.run(chunk, arena.empty, replay, trace=trace)
     except BaseException:
         arena.abandon()
         raise
@@ -227,6 +231,8 @@ def worker_main(
     tasks: collections.deque[tuple[int, int, Any]] = collections.deque()
     stop = False
     keep_as: list[str | None] = [None]  # The consumer's name for slabs it takes over.
+    # A traced plan: each answer carries the trace events of its chunk (see `ChunkTrace`).
+    trace = ChunkTrace.of(plan, f"worker {worker}") if getattr(plan, "traced", False) else None
 
     def handle(message: Any) -> None:
         nonlocal stop
@@ -274,9 +280,13 @@ def worker_main(
                         return
             except (EOFError, OSError):
                 break
-            message: tuple[str, int, int, Any]
+            message: tuple[Any, ...]
             try:
-                message = ("ok", generation, chunk, _run(plan, chunk, writer, replay))
+                if trace is not None:
+                    trace.begin()
+                message = ("ok", generation, chunk, _run(plan, chunk, writer, replay, trace))
+                if trace is not None:
+                    message = (*message, trace.end(plan.bounds(chunk)))
             except BrokenPipeError:
                 break
             except BaseException as error:

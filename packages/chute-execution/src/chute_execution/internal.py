@@ -8,6 +8,8 @@ Stable between chute's own packages of one release; may change between releases.
 - `SlabReader`, `SlabWriter`: the shared-memory transport's two ends (benchmarks),
   `DEFAULT_SLAB_SIZE` its slabs' size, `LEASE_MIN_BYTES` the smallest result handed
   out as a view into a slab rather than copied.
+- `complete_event`, `lay_out`, `STAGES_TID_OFFSET`: trace events of this process, for
+  the meta-package's traced iterator (`ds.iter(trace=...)`).
 - `CHUNK_POSITIONS`: the layout of the workers' `{"position", "offset"}` state (and of
   older versions' `{"chunk", "offset"}`), for resharding.
 
@@ -19,6 +21,7 @@ Example:
 
 from ._chunk_positions import CHUNK_POSITIONS
 from ._leases import LEASE_MIN_BYTES
+from ._trace import STAGES_TID_OFFSET, complete_event, lay_out
 from ._transport import DEFAULT_SLAB_SIZE, SlabReader, SlabWriter
 from ._worker_pool import add_preload, warm_up
 
@@ -26,8 +29,11 @@ __all__ = [
     "CHUNK_POSITIONS",
     "DEFAULT_SLAB_SIZE",
     "LEASE_MIN_BYTES",
+    "STAGES_TID_OFFSET",
     "SlabReader",
     "SlabWriter",
     "add_preload",
+    "complete_event",
+    "lay_out",
     "warm_up",
 ]

@@ -19,6 +19,7 @@ from chute_execution import RayOptions as RayOptions
 from chute_execution import ReadAheadWarning as ReadAheadWarning
 from chute_execution import ReadOptions as ReadOptions
 from chute_execution import ShippingError as ShippingError
+from chute_execution import TraceOptions as TraceOptions
 from chute_execution import WorkerDiedError as WorkerDiedError
 from chute_execution import WorkerError as WorkerError
 from chute_execution import WorkerTimeoutError as WorkerTimeoutError
@@ -198,6 +199,7 @@ __all__ = [
     "SourceFileNotFoundError",
     "StorageOptions",
     "Tokenize",
+    "TraceOptions",
     "WorkerDiedError",
     "WorkerError",
     "WorkerTimeoutError",

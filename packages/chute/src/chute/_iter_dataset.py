@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import numpy as np
 
-from chute_execution import (
-    ThreadPrefetchIter,
-)
+from chute_execution import ThreadPrefetchIter, TraceOptions, TraceRecorder, tracing
 from chute_samplers import IterNode, WindowShuffleIter
 from chute_sources import CheckpointableIterator, ErrorBudget
 from chute_transforms import (
@@ -57,6 +57,7 @@ from ._pipeline import (
 from ._progress import ProgressIterator
 from ._stats import RECORDER, Recorder
 from ._subclassing import parent_seed, parents_of, subclass_iterator
+from ._trace_iter import TracedIterator
 
 __all__ = ["IterDataset"]
 
@@ -422,14 +423,34 @@ class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
         """Returns `fn(self, *args, **kwargs)`, to keep a chain readable."""
         return fn(self, *args, **kwargs)
 
-    def iter(self, *, stats: bool = False, progress: bool = False) -> IterNode[T]:
-        """A new iterator; optionally with per-stage statistics and a progress bar.
+    def iter(
+        self,
+        *,
+        stats: bool = False,
+        progress: bool = False,
+        trace: str | os.PathLike[str] | TraceOptions | None = None,
+    ) -> IterNode[T]:
+        """A new iterator; optionally with per-stage statistics, a progress bar, a trace.
 
         Args:
             stats: time each stage; `iterator.stats()` then returns, per stage, the
                 elements, its own time (not its inputs'), throughput and share of wall
                 time, and names the bottleneck. Costs about 0.2 us per stage and element.
             progress: show a tqdm progress bar of elements produced.
+            trace: write a Chrome / Perfetto trace of the iteration to this JSON file
+                (or as `chute.TraceOptions(path, max_events=...)` say): a track per
+                process and thread, each `next()` with its stages' own times, the
+                worker processes' chunks with their stages, the waits for them and the
+                reads of their results (see the guide "Tracing where time goes"). The
+                file is written at the end of the stream, when `next()` raises, at
+                `close()` and garbage collection, and by `iterator.write_trace()`.
+                Times stages as `stats` does (and `stats()` works), plus a few us per
+                `next()` and per chunk.
+
+        Raises:
+            TypeError: `trace` is not a path or `TraceOptions`.
+            FileNotFoundError: the folder of the `trace` file does not exist.
+            IsADirectoryError: `trace` is a folder.
 
         Example:
             >>> import chute
@@ -438,12 +459,20 @@ class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
             >>> it.stats().stages[0].elements
             10
         """
-        recorder = Recorder() if stats else None
-        token = RECORDER.set(recorder)
+        options = None
+        if trace is not None:
+            options = trace if isinstance(trace, TraceOptions) else TraceOptions(trace)
+        clocks = Recorder() if stats or options is not None else None
+        tracer = None if options is None else TraceRecorder(options.max_events)
+        token = RECORDER.set(clocks)
         try:
-            iterator: Any = self._factory()
+            with tracing(tracer):
+                iterator: Any = self._factory()
         finally:
             RECORDER.reset(token)
+        if tracer is not None and clocks is not None and options is not None:
+            # Resolved now: a later write (e.g. at garbage collection) goes to the same file.
+            iterator = TracedIterator(iterator, clocks, tracer, Path(options.path).absolute())
         if progress:
             iterator = ProgressIterator(iterator)
         describe(iterator, "IterDataset", self._stages)

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from chute_execution import TraceOptions
+
 from .._iter_dataset import IterDataset
 from .._map_dataset import MapDataset
 from .._pipeline import has_stage
@@ -25,7 +27,9 @@ my_pipeline:make_dataset finds ./my_pipeline.py), calls it without arguments, an
 iterates the chute dataset (MapDataset or IterDataset) it returns for --seconds or
 --batches, whichever comes first, in this process. Prints elements/s (batches/s when
 the pipeline batches), each stage's share of the time (ds.iter(stats=True)), the
-bottleneck stage, and the configuration chute.pick_performance_config suggests."""
+bottleneck stage, and the configuration chute.pick_performance_config suggests.
+With --trace, also writes a Chrome / Perfetto trace of the run (ds.iter(trace=PATH)):
+open it in https://ui.perfetto.dev or chrome://tracing."""
 
 
 def add_bench_parser(commands: Any) -> argparse.ArgumentParser:
@@ -45,6 +49,7 @@ def add_bench_parser(commands: Any) -> argparse.ArgumentParser:
         epilog=help_epilog(
             "chute bench my_pipeline:make_dataset --seconds 10",
             "chute bench my_pipeline:make_dataset --batches 200 --json",
+            "chute bench my_pipeline:make_dataset --seconds 5 --trace trace.json",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -67,6 +72,12 @@ def add_bench_parser(commands: Any) -> argparse.ArgumentParser:
         help="memory the suggested buffers may use (1024)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    parser.add_argument(
+        "--trace",
+        default=None,
+        metavar="PATH",
+        help="write a Chrome / Perfetto trace of the run to PATH (a JSON file)",
+    )
     return parser
 
 
@@ -135,9 +146,11 @@ def _batch_size(element: Any) -> int | None:
     return None
 
 
-def _measure(dataset: IterDataset[Any], seconds: float, limit: int | None) -> dict[str, Any]:
+def _measure(
+    dataset: IterDataset[Any], seconds: float, limit: int | None, trace: str | None = None
+) -> dict[str, Any]:
     batched = has_stage(dataset._stages, frozenset({"batch"}))
-    iterator = dataset.iter(stats=True)
+    iterator = dataset.iter(stats=True, trace=trace)
     count = examples = 0
     first = None
     ended = False
@@ -207,9 +220,17 @@ def run_bench(args: argparse.Namespace) -> int:
         usage_error(f"--batches must be at least 1, got {args.batches}")
     if args.ram_budget_mb < 1:
         usage_error(f"--ram-budget-mb must be at least 1, got {args.ram_budget_mb}")
+    trace = getattr(args, "trace", None)
+    if trace is not None:
+        try:
+            TraceOptions(trace)
+        except (OSError, ValueError) as error:
+            usage_error(f"--trace: {str(error).removeprefix('trace: ')}")
     dataset = load_dataset(args.target)
     streamed = dataset.to_iter_dataset() if isinstance(dataset, MapDataset) else dataset
-    result = _measure(streamed, args.seconds, args.batches)
+    result = _measure(streamed, args.seconds, args.batches, trace)
+    if trace is not None:
+        result["trace"] = trace
     from chute_execution import pick_performance_config
 
     try:
@@ -284,6 +305,8 @@ def _print(result: dict[str, Any], dataset: Any, budget: int) -> None:
     print(f"  read_options = chute.{suggested['read_options']}")
     print(f"  multiprocessing_options = chute.{suggested['multiprocessing_options']}")
     print("  use: ds.to_iter_dataset(read_options).mp_prefetch(multiprocessing_options)")
+    if "trace" in result:
+        print(f"trace: {result['trace']} (open it in https://ui.perfetto.dev or chrome://tracing)")
 
 
 def _example() -> MapDataset[Any]:
