@@ -143,3 +143,22 @@ def test_a_forked_child_sees_an_empty_pool_and_leaves_the_parents_alone():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert _pool_inodes() == kept
+
+
+def test_a_writer_builds_its_first_batch_in_a_slab_it_took_over():
+    from chute_execution._transport import SlabWriter
+    from chute_execution._transport.slab import Slab
+
+    idle = Slab.create(2**20)
+    idle.close()
+    with SlabWriter(num_slabs=2) as fresh:
+        assert fresh.arena() is None  # Nothing to go by before the first message.
+    with SlabWriter(num_slabs=2) as writer:
+        assert writer.adopt([(idle.name, 2**20)]) == 1
+        assert not os.path.exists(idle.path)  # Renamed into the writer's own name.
+        arena = writer.arena()
+        assert arena is not None and arena.slab.size == 2**20
+        batch = arena.empty((4, 2**15), np.dtype(np.float32))
+        batch[:] = 7.0
+        message = writer.write([batch], arena=arena)
+        assert message.slab == arena.slab.name and message.spans[0][0] == arena.floor

@@ -204,15 +204,20 @@ class SlabWriter:
     def arena(self, timeout: float | None = None) -> SlabArena | None:
         """A free slab to build the next message's large arrays in (see `SlabArena`).
 
-        Sized like the last message (None before the first: nothing to go by). Pass it
-        to the next `write`, or give it back with `arena.abandon()`.
+        Sized like the last message; before the first, the largest slab taken over
+        (`adopt`), if any (None otherwise: nothing to go by). Pass it to the next
+        `write`, or give it back with `arena.abandon()`.
 
         Raises:
             The errors of `write` (for the wait for a free slab).
         """
         needed = self._last_needed
         if needed == 0:
-            return None
+            with self._condition:
+                sizes = [slab.size for slab in self._slabs if slab is not None]
+            if not sizes:
+                return None
+            needed = max(sizes)
         slot = self._acquire(needed, timeout)
         try:
             slab = self._slab_for(slot, needed)
