@@ -162,3 +162,16 @@ def test_a_writer_builds_its_first_batch_in_a_slab_it_took_over():
         batch[:] = 7.0
         message = writer.write([batch], arena=arena)
         assert message.slab == arena.slab.name and message.spans[0][0] == arena.floor
+
+
+@pytest.mark.parametrize(
+    ("folder_bytes", "kept"),
+    [(64 * 2**20, 0), (2**30 - 1, 0), (2 * 2**30, 256 * 2**20), (24 * 2**30, 512 * 2**20)],
+)
+def test_the_budget_is_an_eighth_of_the_folder_at_most_512_mib_and_none_if_small(
+    monkeypatch, folder_bytes, kept
+):
+    # The 64 MiB case with a real tmpfs: tests/faults/test_shm_full_faults.py.
+    usage = type("Usage", (), {"total": folder_bytes, "used": 0, "free": folder_bytes})
+    monkeypatch.setattr(pool_module.shutil, "disk_usage", lambda path: usage)
+    assert pool_module.budget() == kept

@@ -7,7 +7,7 @@ import secrets
 import threading
 from collections.abc import Callable
 
-from chute_sources import ChuteError
+from chute_sources import ChuteError, SharedMemoryError
 from chute_sources.internal import (
     SHM_PREFIX,
     owner_tag_of,
@@ -45,7 +45,8 @@ def rebuild_failure(
 
     The note names the worker and the chunk (or its positions) it was running, and
     carries the worker's traceback; an exception that could not travel comes back as
-    a `WorkerError` with its type name and message.
+    a `WorkerError` with its type name and message. A `SharedMemoryError` (a worker
+    could not make a slab) also frees the idle slabs of this process (`SlabPool`).
     """
     start, stop = plan.bounds(failure.chunk) if failure.chunk != -1 else (0, 0)
     unit = f"positions {start}..{stop - 1}"
@@ -60,6 +61,8 @@ def rebuild_failure(
     error = failure.exception()
     if error is None:
         error = failure.stand_in(WorkerError)
+    if isinstance(error, SharedMemoryError):
+        POOL.free()  # Shared memory is short: keep no idle slabs.
     error.add_note(where)
     return error
 

@@ -11,8 +11,9 @@ their own names and map them: their pages are already there.
 Bounds and lifetimes:
 
 - The pool holds at most `budget()` bytes: 512 MiB, and never more than 1/8 of the
-  shared-memory folder's size (a 64 MiB Docker `/dev/shm` keeps 8 MiB). The oldest
-  slabs go first.
+  shared-memory folder's size; where that folder is smaller than 1 GiB (Docker's
+  default `/dev/shm` is 64 MiB) it keeps nothing. The oldest slabs go first. A worker
+  that could not make a slab (`SharedMemoryError`) empties it.
 - `free_idle_slabs()` unlinks them all now; so does the exit of the process
   (`atexit`). A process killed by a signal leaves them to the next chute process,
   which reclaims them (the name says whose they were).
@@ -41,15 +42,19 @@ __all__ = ["POOL", "SlabPool", "budget", "free_idle_slabs"]
 
 _MOST_BYTES = 512 * 2**20
 _SHARE_OF_FOLDER = 8
+_SMALL_FOLDER = 2**30
 
 
 def budget() -> int:
-    """Bytes of idle slabs a process keeps: 512 MiB, at most 1/8 of the shm folder."""
+    """Bytes of idle slabs a process keeps: 512 MiB, at most 1/8 of the shm folder.
+
+    None at all in a folder under 1 GiB, where every MiB may be needed by a slab.
+    """
     try:
         size = shutil.disk_usage(shm_dir()).total
     except OSError:
         return 0
-    return min(_MOST_BYTES, size // _SHARE_OF_FOLDER)
+    return 0 if size < _SMALL_FOLDER else min(_MOST_BYTES, size // _SHARE_OF_FOLDER)
 
 
 class SlabPool:
