@@ -5,6 +5,7 @@ Stable between chute's own packages of one release; may change between releases.
 - `add_preload`: modules the fork server imports before it forks workers (the
   meta-package adds itself, which this layer cannot name).
 - `warm_up`: start the fork server ahead of the first loader.
+- `Slab`: one mapped shared-memory segment (benchmarks of what its pages cost).
 - `SlabReader`, `SlabWriter`: the shared-memory transport's two ends (benchmarks),
   `DEFAULT_SLAB_SIZE` its slabs' size, `LEASE_MIN_BYTES` the smallest result handed
   out as a view into a slab rather than copied.
@@ -23,6 +24,7 @@ from ._chunk_positions import CHUNK_POSITIONS
 from ._leases import LEASE_MIN_BYTES
 from ._trace import STAGES_TID_OFFSET, complete_event, lay_out
 from ._transport import DEFAULT_SLAB_SIZE, SlabReader, SlabWriter
+from ._transport.slab import Slab
 from ._worker_pool import add_preload, warm_up
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "DEFAULT_SLAB_SIZE",
     "LEASE_MIN_BYTES",
     "STAGES_TID_OFFSET",
+    "Slab",
     "SlabReader",
     "SlabWriter",
     "add_preload",
