@@ -244,3 +244,55 @@ def test_window_shuffle_rejects_bad_arguments_and_states():
     it.set_state({"window_start": {"position": 20}, "window": 4, "offset": 4})
     with pytest.raises(InvalidStateError, match="past the end of its window"):
         next(it)
+
+
+class _Breaks:
+    """Positions from `bad` on raise (a dataset that fails from there)."""
+
+    def __init__(self, size, bad):
+        self.size, self.bad = size, bad
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, i):
+        if i >= self.bad:
+            raise KeyError(f"record {i} is corrupt")
+        return i * 10
+
+
+@pytest.mark.parametrize("chunk_size", [1, 3, 256])
+@pytest.mark.parametrize("counts", [[1], [4, 1, 7], [2, 300], [1000]])
+def test_next_many_equals_as_many_nexts_with_the_same_states(chunk_size, counts):
+    data = [DROPPED if i % 5 == 2 else i for i in range(40)] + list(range(40, 300))
+    for dataset in (data, ShuffleMap(RangeSource(5000), seed=4)):
+        fast = SequentialIter(dataset, chunk_size)
+        slow = SequentialIter(dataset, chunk_size)
+        for count in counts * 3:
+            got = fast.next_many(count)
+            assert got == list(itertools.islice(slow, count))
+            assert fast.get_state() == slow.get_state()
+            assert fast.origin == slow.origin
+
+
+def test_next_many_raises_where_next_would_and_keeps_the_elements_before_read():
+    fast, slow = SequentialIter(_Breaks(20, 7), 4), SequentialIter(_Breaks(20, 7), 4)
+    assert fast.next_many(5) == list(itertools.islice(slow, 5)) == [0, 10, 20, 30, 40]
+    with pytest.raises(KeyError, match="record 7 is corrupt") as raised:
+        fast.next_many(5)
+    assert "chute: raised by reading _Breaks on the element at position 7" in raised.value.__notes__
+    assert [next(slow), next(slow)] == [50, 60]
+    with pytest.raises(KeyError, match="record 7 is corrupt"):
+        next(slow)
+    assert fast.get_state() == slow.get_state() == {"position": 7}
+    assert fast.next_many(0) == []
+    fast.set_state({"position": 2})
+    assert fast.next_many(3) == [20, 30, 40]
+
+
+def test_next_many_stops_short_only_at_the_end():
+    it = SequentialIter(RangeSource(10), 4)
+    assert it.next_many(8) == list(range(8))
+    assert it.next_many(8) == [8, 9]
+    assert it.next_many(8) == []
+    assert it.get_state() == {"position": 10}

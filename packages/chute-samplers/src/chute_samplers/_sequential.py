@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from itertools import repeat
+from operator import is_
 from typing import TypeVar
 
 from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
@@ -63,6 +65,7 @@ class SequentialIter(IterNode[T]):
         self._span: Span[T] = Span(0, [])
         self._offset = 0
         self._last = -1  # The position of the element last returned (-1: none).
+        self._clean: Span[T] | None = None  # The span last found to hold no DROPPED.
         self._ledger = active_ledger()
         self._stage = 0 if self._ledger is None else self._ledger.register()
 
@@ -95,6 +98,43 @@ class SequentialIter(IterNode[T]):
                 self._span.charge(offset, self._ledger, self._stage, reader_name(self._dataset))
             self._offset = offset + 1
             self._position = position + 1
+
+    def next_many(self, count: int) -> list[T]:
+        """The next up to `count` elements: what `count` calls of `next` would return.
+
+        Fewer only at the end of the stream. An exception one of those calls would
+        raise propagates the same way (the elements before it are consumed, the state
+        stays at the failing position). Slices the chunk read ahead instead of
+        returning element by element, for consumers that take many at once (a batch).
+
+        Example:
+            >>> it = SequentialIter(range(5))
+            >>> it.next_many(3), it.next_many(3), it.get_state()
+            ([0, 1, 2], [3, 4], {'position': 5})
+        """
+        out: list[T] = []
+        while len(out) < count:
+            span, offset = self._span, self._offset
+            elements = span.elements
+            taken = min(count - len(out), len(elements) - offset)
+            if taken and (span is self._clean or self._is_clean(span)):
+                out += elements[offset : offset + taken]
+                self._offset = offset + taken
+                self._position += taken
+                self._last = self._position - 1
+                continue
+            try:
+                out.append(self.__next__())  # Refills, skips DROPPED, raises.
+            except StopIteration:
+                break
+        return out
+
+    def _is_clean(self, span: Span[T]) -> bool:
+        """Whether `span` can be handed out in slices: no DROPPED, nothing to charge."""
+        if span.failures is not None or any(map(is_, span.elements, repeat(DROPPED))):
+            return False
+        self._clean = span
+        return True
 
     def _refill(self) -> None:
         """Reads the next span; raises the current span's error or `StopIteration`."""
