@@ -225,6 +225,8 @@ class Permutation:
         high = int(array.max())
         if high >= self._size:
             raise RecordIndexError(f"{self!r}: {what} {high} is out of range [0, {self._size}).")
+        if array.dtype == np.int64:
+            return array.view(np.uint64)  # Non-negative: the same values, no copy (never written).
         return array.astype(np.uint64)
 
     def _encrypt_array(self, x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
