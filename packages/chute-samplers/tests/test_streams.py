@@ -1,6 +1,7 @@
 import itertools
 import json
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -296,3 +297,47 @@ def test_next_many_stops_short_only_at_the_end():
     assert it.next_many(8) == [8, 9]
     assert it.next_many(8) == []
     assert it.get_state() == {"position": 10}
+
+
+class _Recorded:
+    """A dataset that notes `(start, count)` of every batched read."""
+
+    def __init__(self, make, size):
+        self.make, self.size, self.reads = make, size, []
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, i):
+        return self.make(i)
+
+    def __getitems__(self, keys):
+        self.reads.append((keys[0], len(keys)))
+        return [self.make(k) for k in keys]
+
+
+def _small_then_large(i):
+    return i if i < 6000 else np.full(1024, i, np.float64)  # 8 KiB arrays from 6000 on.
+
+
+def test_reads_stay_within_their_caps_and_large_elements_keep_to_256():
+    data = _Recorded(_small_then_large, 9000)
+    out = list(SequentialIter(data))
+    assert out[:6000] == list(range(6000))
+    assert all(
+        np.array_equal(a, np.full(1024, i, np.float64)) for i, a in enumerate(out[6000:], 6000)
+    )
+    assert max(count for _, count in data.reads) <= 4096
+    first_large = next(n for n, (start, count) in enumerate(data.reads) if start + count > 6000)
+    assert all(count <= 256 for _, count in data.reads[first_large + 1 :])
+    explicit = _Recorded(lambda i: i, 3000)
+    assert list(SequentialIter(explicit, chunk_size=300)) == list(range(3000))
+    assert max(count for _, count in explicit.reads) <= 300
+    opaque = _Recorded(lambda i: {"id": i, "tags": {i}}, 3000)  # A set: not looked into.
+    assert [e["id"] for e in SequentialIter(opaque)] == list(range(3000))
+    assert max(count for _, count in opaque.reads) <= 256
+
+
+def test_a_stream_turning_from_small_to_large_elements_resumes_everywhere():
+    data = _Recorded(_small_then_large, 6400)
+    assert_resumes(lambda: SequentialIter(data), every=397)

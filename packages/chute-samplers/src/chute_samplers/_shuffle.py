@@ -30,11 +30,12 @@ class ShuffleMap(MapNode[T]):
     pass, so `ShuffleMap(RepeatMap(x, n), s)` equals `RepeatMap(ShuffleMap(x, s), n)`;
     under a `RepeatMap`, each pass is a new epoch and so a new permutation.
 
-    A reader going through the positions in order in small reads (`SequentialIter`'s
-    chunks of up to 256) gets them from a window computed ahead in one vectorised call:
-    a read that continues where the last one ended, outside the window, computes the
-    next `64 * its size` positions (at most 16384), which the next reads slice. Other
-    reads compute what they ask for. The values are the same either way.
+    A reader going through the positions in order in small reads (up to 1024, e.g.
+    `SequentialIter`'s of large elements) gets them from a window computed ahead in one
+    vectorised call: a read that continues where the last one ended, outside the
+    window, computes the next `64 * its size` positions (at most 16384), which the next
+    reads slice. Other reads compute what they ask for. The values are the same either
+    way.
 
     Args:
         parent: a node, a source, or any sequence.
