@@ -6,6 +6,10 @@ validates, checks the fingerprint and moves the iterator (restarting its workers
 the saved chunk). The baselines write / read the same bytes with plain `json.dump` /
 `json.load`, in the same run; the ratios are baseline time over ours (above 1: ours
 is faster; expect well below 1: fsync and the worker restart are the price of safety).
+
+`RestoreFirstBatch` is the restore target of the performance issue: on the image
+pipeline, a restored iterator's first batch should take no more than 3 ms longer than a
+fresh iterator's first batch (`track_*_minus_fresh_ms`, measured in pairs in one run).
 """
 
 from __future__ import annotations
@@ -14,13 +18,18 @@ import json
 import operator
 import os
 import shutil
+import statistics
 import tempfile
+import time
 import timeit
+from collections.abc import Callable
+from typing import Any
 
 import chute
 import chute_checkpoint
 
 from ._timing import median_ratio
+from .bench_execution_workers import IMAGES, image_pipeline, write_images
 
 SIZE = 100_000
 
@@ -82,3 +91,70 @@ class SaveRestoreWithWorkers:
         return float(os.path.getsize(self.path))
 
     track_state_bytes.unit = "bytes"  # type: ignore[attr-defined]
+
+
+class RestoreFirstBatch:
+    """Image pipeline -> batch(128): restore + first batch, minus a fresh first batch.
+
+    The state is taken after 5 batches (mid-epoch) and goes through JSON; the restored
+    iterator is new, as after a preemption. Pairs (fresh, restored) run alternately in
+    one process; each figure is the median of 5 pair differences, in milliseconds.
+    """
+
+    params = (0, 2)
+    param_names = ("workers",)
+    timeout = 300
+
+    def setup(self, workers: int) -> None:
+        self.folder = tempfile.mkdtemp(prefix="chute-bench-restore-")
+        pipeline = image_pipeline(write_images(self.folder, IMAGES))
+        if workers:
+            pipeline = pipeline.mp_prefetch(chute.MultiprocessingOptions(num_workers=workers))
+        self.ds = pipeline.batch(128)
+        it = iter(self.ds)
+        for _ in range(5):
+            next(it)
+        self.state = json.loads(json.dumps(it.get_state()))
+        self.checkpoint = os.path.join(self.folder, "checkpoint")
+        chute_checkpoint.save(it, self.checkpoint)
+        it.close()
+
+    def teardown(self, workers: int) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _first_batch(self, restore: Callable[[Any], object] | None) -> float:
+        """Seconds from a new iterator (restored by `restore`, if given) to its first batch."""
+        start = time.perf_counter()
+        it = iter(self.ds)
+        if restore is not None:
+            restore(it)
+        next(it)
+        elapsed = time.perf_counter() - start
+        it.close()
+        return elapsed
+
+    def _minus_fresh_ms(self, restore: Callable[[Any], object]) -> float:
+        self._first_batch(None)
+        self._first_batch(restore)
+        differences = []
+        for repeat in range(5):
+            if repeat % 2 == 0:
+                fresh = self._first_batch(None)
+                restored = self._first_batch(restore)
+            else:
+                restored = self._first_batch(restore)
+                fresh = self._first_batch(None)
+            differences.append(restored - fresh)
+        return statistics.median(differences) * 1e3
+
+    def track_restore_minus_fresh_ms(self, workers: int) -> float:
+        """`it.set_state(state)` then `next(it)`, minus `next(it)` of a fresh iterator."""
+        return self._minus_fresh_ms(lambda it: it.set_state(self.state))
+
+    track_restore_minus_fresh_ms.unit = "ms"  # type: ignore[attr-defined]
+
+    def track_checkpoint_restore_minus_fresh_ms(self, workers: int) -> float:
+        """`chute_checkpoint.restore(it, folder)` then `next(it)`, minus a fresh first batch."""
+        return self._minus_fresh_ms(lambda it: chute_checkpoint.restore(it, self.checkpoint))
+
+    track_checkpoint_restore_minus_fresh_ms.unit = "ms"  # type: ignore[attr-defined]

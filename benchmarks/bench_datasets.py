@@ -33,7 +33,9 @@ class ShuffleMapBatch:
     """`range(N) -> shuffle -> map -> batch(256)`, iterated to the end."""
 
     def setup(self) -> None:
-        self.ds = chute.MapDataset.range(N).shuffle(seed=0).map(_add_one).batch(BATCH)
+        mapped = chute.MapDataset.range(N).shuffle(seed=0).map(_add_one)
+        self.ds = mapped.batch(BATCH)
+        self.stream = mapped.to_iter_dataset().batch(BATCH)  # Batched after the stream.
         self.permutation = np.random.default_rng(0).permutation(N)
 
     def _ours(self) -> None:
@@ -57,6 +59,16 @@ class ShuffleMapBatch:
         return median_ratio(self._ours, self._plain, repeats=3)
 
     track_ratio_to_plain_loop.unit = "ratio"  # type: ignore[attr-defined]
+
+    def _stream(self) -> None:
+        for _ in self.stream:
+            pass
+
+    def track_stream_ratio_to_plain_loop(self) -> float:
+        """The same batches, written `...map(f).to_iter_dataset().batch(256)`."""
+        return median_ratio(self._stream, self._plain, repeats=3)
+
+    track_stream_ratio_to_plain_loop.unit = "ratio"  # type: ignore[attr-defined]
 
 
 class MapChain:

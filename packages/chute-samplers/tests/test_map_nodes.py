@@ -13,8 +13,10 @@ from chute_samplers import (
     MapNode,
     MixMap,
     MixSchedule,
+    Permutation,
     RepeatMap,
     SelectFromMap,
+    SequentialIter,
     ShardMap,
     ShardOptions,
     ShuffleMap,
@@ -27,6 +29,7 @@ from chute_sources import (
     RangeSource,
     RecordIndexError,
     SequenceSource,
+    Source,
 )
 
 
@@ -367,6 +370,51 @@ def test_nodes_pickle_and_read_the_same_afterwards():
     clone = pickle.loads(pickle.dumps(node))
     assert list(clone) == list(node)
     assert isinstance(clone, MapNode)
+
+
+def test_shuffles_read_in_order_in_small_reads_give_the_permutation():
+    # In-order small reads are served from a window computed ahead: the values must be
+    # those of the permutation however the reads are cut, interleaved or restarted.
+    size = 20_000
+    expected = [Permutation(size, 9)[i] for i in range(size)]
+    node = ShuffleMap(RangeSource(size), 9)
+    assert list(SequentialIter(node, 256)) == expected
+    for cut in (1, 3, 100, 257, 4000):
+        reads = [node.__getitems__(range(s, min(s + cut, size))) for s in range(0, size, cut)]
+        assert _flat(reads) == expected
+    one, two = SequentialIter(node, 64), SequentialIter(node, 7)
+    two.set_state({"position": 15_000})
+    pairs = [(next(one), next(two)) for _ in range(5000)]
+    assert [a for a, _ in pairs] == expected[:5000]
+    assert [b for _, b in pairs] == expected[15_000:]
+    assert [node[i] for i in range(19_990, 20_000)] + [node[3]] == [*expected[19990:], expected[3]]
+    clone = pickle.loads(pickle.dumps(node))
+    assert list(SequentialIter(clone, 5)) == expected
+
+
+def test_windows_of_a_shuffle_under_a_repeat_belong_to_their_epoch():
+    node = RepeatMap(ShuffleMap(RangeSource(5000), 4), 3)
+    epochs = [[Permutation(5000, 4, e)[i] for i in range(5000)] for e in range(3)]
+    assert list(SequentialIter(node, 100)) == _flat(epochs)
+    over = ShuffleMap(RepeatMap(RangeSource(5000), 3), 4)
+    assert list(SequentialIter(over, 100)) == _flat(epochs)
+
+
+def test_sources_that_define_their_own_getitems_get_a_list_of_ints():
+    class Listed(Source):
+        def __len__(self):
+            return 10
+
+        def _read(self, index):
+            return index
+
+        def __getitems__(self, keys):
+            assert type(keys) is list and all(type(k) is int for k in keys)
+            return [k * 2 for k in keys]
+
+    assert list(SequentialIter(ShuffleMap(Listed(), 1))) == [
+        2 * Permutation(10, 1)[i] for i in range(10)
+    ]
 
 
 def test_nodes_reject_non_datasets():

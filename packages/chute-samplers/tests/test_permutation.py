@@ -193,3 +193,29 @@ def test_out_of_range_positions_raise_record_index_error():
     with pytest.raises(RecordIndexError):
         Permutation(0, seed=0)[0]
     assert sys.maxsize < MAX_SIZE
+
+
+@pytest.mark.parametrize("size", [TABLE_SIZE + 1, 2**16 + 1, 200_000, 2**20 + 1, 2**32, 2**32 + 1])
+def test_many_lookups_give_the_same_values_as_few_and_as_the_scalar_path(size):
+    # Few lookups compute the cipher round by round; after many, the rounds are looked
+    # up in tables (sizes up to 2**32): every value must stay the same.
+    rng = np.random.default_rng(size)
+    for seed, epoch in [(0, 0), (2**64 - 1, 12345)]:
+        perm = Permutation(size, seed, epoch)
+        probe = rng.integers(0, size, 40)
+        few = perm.take(probe)
+        assert few.tolist() == [perm[int(i)] for i in probe]
+        many = perm.take(rng.integers(0, size, 70_000))
+        assert perm.take(probe).tolist() == few.tolist()
+        assert perm.index_many(many).tolist() == [perm.index(int(v)) for v in many[:300]] + (
+            perm.index_many(many[300:]).tolist()
+        )
+        assert np.array_equal(perm.take(perm.index_many(many)), many)
+
+
+def test_pinned_values_hold_after_many_lookups_too():
+    perm = Permutation(100000, 1, 2)
+    values = perm.take(np.arange(100000))
+    assert np.array_equal(np.sort(values), np.arange(100000))
+    assert perm.take([0, 1, 2, 99999]).tolist() == [61487, 5292, 15230, 46939]
+    assert values[[0, 1, 2, 99999]].tolist() == [61487, 5292, 15230, 46939]

@@ -1,6 +1,7 @@
 import itertools
 import json
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -244,3 +245,99 @@ def test_window_shuffle_rejects_bad_arguments_and_states():
     it.set_state({"window_start": {"position": 20}, "window": 4, "offset": 4})
     with pytest.raises(InvalidStateError, match="past the end of its window"):
         next(it)
+
+
+class _Breaks:
+    """Positions from `bad` on raise (a dataset that fails from there)."""
+
+    def __init__(self, size, bad):
+        self.size, self.bad = size, bad
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, i):
+        if i >= self.bad:
+            raise KeyError(f"record {i} is corrupt")
+        return i * 10
+
+
+@pytest.mark.parametrize("chunk_size", [1, 3, 256])
+@pytest.mark.parametrize("counts", [[1], [4, 1, 7], [2, 300], [1000]])
+def test_next_many_equals_as_many_nexts_with_the_same_states(chunk_size, counts):
+    data = [DROPPED if i % 5 == 2 else i for i in range(40)] + list(range(40, 300))
+    for dataset in (data, ShuffleMap(RangeSource(5000), seed=4)):
+        fast = SequentialIter(dataset, chunk_size)
+        slow = SequentialIter(dataset, chunk_size)
+        for count in counts * 3:
+            got = fast.next_many(count)
+            assert got == list(itertools.islice(slow, count))
+            assert fast.get_state() == slow.get_state()
+            assert fast.origin == slow.origin
+
+
+def test_next_many_raises_where_next_would_and_keeps_the_elements_before_read():
+    fast, slow = SequentialIter(_Breaks(20, 7), 4), SequentialIter(_Breaks(20, 7), 4)
+    assert fast.next_many(5) == list(itertools.islice(slow, 5)) == [0, 10, 20, 30, 40]
+    with pytest.raises(KeyError, match="record 7 is corrupt") as raised:
+        fast.next_many(5)
+    assert "chute: raised by reading _Breaks on the element at position 7" in raised.value.__notes__
+    assert [next(slow), next(slow)] == [50, 60]
+    with pytest.raises(KeyError, match="record 7 is corrupt"):
+        next(slow)
+    assert fast.get_state() == slow.get_state() == {"position": 7}
+    assert fast.next_many(0) == []
+    fast.set_state({"position": 2})
+    assert fast.next_many(3) == [20, 30, 40]
+
+
+def test_next_many_stops_short_only_at_the_end():
+    it = SequentialIter(RangeSource(10), 4)
+    assert it.next_many(8) == list(range(8))
+    assert it.next_many(8) == [8, 9]
+    assert it.next_many(8) == []
+    assert it.get_state() == {"position": 10}
+
+
+class _Recorded:
+    """A dataset that notes `(start, count)` of every batched read."""
+
+    def __init__(self, make, size):
+        self.make, self.size, self.reads = make, size, []
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, i):
+        return self.make(i)
+
+    def __getitems__(self, keys):
+        self.reads.append((keys[0], len(keys)))
+        return [self.make(k) for k in keys]
+
+
+def _small_then_large(i):
+    return i if i < 6000 else np.full(1024, i, np.float64)  # 8 KiB arrays from 6000 on.
+
+
+def test_reads_stay_within_their_caps_and_large_elements_keep_to_256():
+    data = _Recorded(_small_then_large, 9000)
+    out = list(SequentialIter(data))
+    assert out[:6000] == list(range(6000))
+    assert all(
+        np.array_equal(a, np.full(1024, i, np.float64)) for i, a in enumerate(out[6000:], 6000)
+    )
+    assert max(count for _, count in data.reads) <= 4096
+    first_large = next(n for n, (start, count) in enumerate(data.reads) if start + count > 6000)
+    assert all(count <= 256 for _, count in data.reads[first_large + 1 :])
+    explicit = _Recorded(lambda i: i, 3000)
+    assert list(SequentialIter(explicit, chunk_size=300)) == list(range(3000))
+    assert max(count for _, count in explicit.reads) <= 300
+    opaque = _Recorded(lambda i: {"id": i, "tags": {i}}, 3000)  # A set: not looked into.
+    assert [e["id"] for e in SequentialIter(opaque)] == list(range(3000))
+    assert max(count for _, count in opaque.reads) <= 256
+
+
+def test_a_stream_turning_from_small_to_large_elements_resumes_everywhere():
+    data = _Recorded(_small_then_large, 6400)
+    assert_resumes(lambda: SequentialIter(data), every=397)

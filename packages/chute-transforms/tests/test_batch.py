@@ -35,6 +35,13 @@ def test_numeric_python_scalars_get_their_natural_dtypes():
     assert batch["i"].dtype == np.int64
 
 
+def test_a_leaf_of_python_ints_gives_exactly_those_int64_values():
+    values = [2**63 - 1, -(2**63), 0, -1, 7] * 60
+    batch = batch_elements(values)
+    assert batch.dtype == np.int64 and batch.tolist() == values
+    assert batch_elements([{"i": 3}, {"i": -3}])["i"].tolist() == [3, -3]
+
+
 def test_mixing_int_and_float_in_a_leaf_gives_float64():
     assert_trees_equal(batch_elements([1, 2.5, 3]), np.array([1.0, 2.5, 3.0]))
 
@@ -106,6 +113,12 @@ def test_defaultdict_elements_are_not_mutated_by_a_key_check():
         ([1, None], r"has type NoneType but element 0 has type int"),
         ([np.array([1, "a"], dtype=object)] * 2, r"dtype object"),
         ([0, 2**64], r"element 1 of the batch is the int 18446744073709551616"),
+        ([2**63 - 1, -(2**63), 2**63], r"element 2 of the batch is the int 9223372036854775808"),
+        (
+            [1, np.int64(1)],
+            r"element 1 of the batch has type numpy.int64 but element 0 has type int",
+        ),
+        ([1, 2, False], r"element 2 of the batch has type bool but element 0 has type int"),
         ([{1, 2}], r"element 0 has type set"),
         ([], r"empty"),
     ],

@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chute_sources import InvalidStateError
+from chute_samplers import IterNode, SequentialIter, ShuffleMap
+from chute_sources import DROPPED, InvalidStateError, RangeSource
 from chute_sources.testing import assert_resumes, assert_trees_equal
 from chute_transforms import BatchError, BatchIter, BatchTransform, UnbatchIter
 from chute_transforms.testing import ListIterator
@@ -184,3 +185,68 @@ def test_unbatch_iter_rejects_states_that_do_not_fit_the_data():
 def test_unbatch_iter_masked_needs_pairs():
     with pytest.raises(BatchError, match=r"expects \(batch, mask\) pairs"):
         next(UnbatchIter(ListIterator([np.zeros(2)]), masked=True))
+
+
+class OneByOne(IterNode):
+    """Its parent's elements and states, without the parent's bulk `next_many`."""
+
+    def __init__(self, parent):
+        self._parent = parent
+
+    def __next__(self):
+        return next(self._parent)
+
+    @property
+    def origin(self):
+        return self._parent.origin
+
+    def get_state(self):
+        return self._parent.get_state()
+
+    def set_state(self, state):
+        self._parent.set_state(state)
+
+
+class CorruptFrom:
+    """Records from `bad` on raise KeyError."""
+
+    def __init__(self, size, bad):
+        self.size, self.bad = size, bad
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, i):
+        if i >= self.bad:
+            raise KeyError(f"record {i} is corrupt")
+        return i
+
+
+@pytest.mark.parametrize("chunk_size", [1, 5, 256])
+@pytest.mark.parametrize("size", [1, 4, 9])
+@pytest.mark.parametrize("mode", ["keep", "drop", "pad"])
+def test_batches_of_a_reader_taken_in_bulk_equal_element_by_element_and_resume(
+    chunk_size, size, mode
+):
+    data = [DROPPED if i % 7 in (1, 2) else i for i in range(60)]
+    for dataset in (data, ShuffleMap(RangeSource(5000), seed=2)[:70]):
+        options = {"drop_remainder": mode == "drop", "pad": mode == "pad"}
+        expected = list(BatchIter(OneByOne(SequentialIter(dataset, chunk_size)), size, **options))
+        assert_resumes(
+            lambda d=dataset, o=options: BatchIter(SequentialIter(d, chunk_size), size, **o),
+            expected=expected,
+        )
+
+
+def test_a_read_error_in_a_bulk_batch_is_the_same_as_element_by_element():
+    fast = BatchIter(SequentialIter(CorruptFrom(20, 6), 4), 4)
+    slow = BatchIter(OneByOne(SequentialIter(CorruptFrom(20, 6), 4)), 4)
+    assert_trees_equal(next(fast), next(slow))
+    errors = []
+    for it in (fast, slow):
+        with pytest.raises(KeyError, match="record 6 is corrupt") as raised:
+            next(it)
+        errors.append(raised.value.__notes__)
+        assert it.get_state() == {"parent": {"position": 4}}
+    assert errors[0] == errors[1]
+    assert "chute: raised by reading CorruptFrom on the element at position 6" in errors[0]

@@ -9,6 +9,7 @@ import pytest
 
 import chute
 from chute import IterDataset, MapDataset
+from chute_samplers import Permutation
 from chute_sources.testing import assert_resumes, assert_trees_equal
 
 
@@ -143,6 +144,22 @@ def test_datasets_iterate_many_times_independently():
 )
 def test_iterators_resume_exactly_anywhere(build):
     assert_resumes(lambda: iter(build()), every=1)
+
+
+@pytest.mark.parametrize("size", [1000, 9000])
+def test_shuffle_map_batch_is_the_same_batched_before_or_after_the_stream_and_resumes(size):
+    shuffled = MapDataset.range(size).shuffle(seed=5).map(operator.neg)
+    order = [-Permutation(size, 5)[i] for i in range(size)]
+    expected = [np.array(order[i : i + 256]) for i in range(0, size, 256)]
+    for ds in (shuffled.batch(256), shuffled.to_iter_dataset().batch(256)):
+        assert_resumes(lambda d=ds: iter(d), expected=expected, every=7)
+    assert_trees_equal(
+        [shuffled.batch(256)[k] for k in (3, 0, 1)], [expected[k] for k in (3, 0, 1)]
+    )
+    assert_trees_equal(
+        list(shuffled.batch(300, drop_remainder=True)),
+        [np.array(order[i : i + 300]) for i in range(0, size - 299, 300)],
+    )
 
 
 def test_iter_datasets_pickle_for_worker_processes():

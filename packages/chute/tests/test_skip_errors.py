@@ -115,3 +115,31 @@ def test_two_budgets_before_the_workers_are_refused():
 def test_a_bad_budget_is_refused_when_the_stage_is_declared():
     with pytest.raises(ValueError, match="ErrorBudget: max_failures must be >= 0, got -2"):
         _dataset().skip_errors(-2)
+
+
+def test_batches_read_in_bulk_from_a_reader_under_a_budget_skip_the_same_elements():
+    # The batch takes its elements from the reader in bulk (no op in between); the
+    # reader's failed positions must be skipped and charged exactly as one by one.
+    ds = (
+        chute.MapDataset.source(BrokenSource(80, BROKEN))
+        .seed(2)
+        .shuffle()
+        .map(operator.neg)
+        .map(FailOn(FAILING))
+        .to_iter_dataset()
+        .batch(4)
+        .skip_errors(6)
+    )
+    kept = _expected_unfiltered()
+    expected = [kept[i : i + 4] for i in range(0, len(kept), 4)]
+    batches = assert_resumes(lambda: iter(ds), every=1)
+    timed = ds.iter(stats=True)  # Its stages are wrapped: elements taken one by one.
+    assert [b.tolist() for b in batches] == [b.tolist() for b in timed]
+    it = iter(ds)
+    assert [b.tolist() for b in it] == expected
+    assert it.failures == 6
+
+
+def _expected_unfiltered():
+    order = list(chute.MapDataset.range(80).seed(2).shuffle())
+    return [-x for x in order if x not in BROKEN and -x not in FAILING]

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Generic, SupportsIndex, TypeAlias, TypeVa
 import numpy as np
 import numpy.typing as npt
 
-from chute_sources import DROPPED, RandomAccessDataSource, RecordIndexError, read_records
+from chute_sources import DROPPED, RandomAccessDataSource, RecordIndexError, Source, read_records
 
 if TYPE_CHECKING:
     from ._slice import SliceMap
@@ -46,6 +46,7 @@ __all__ = [
     "EpochArray",
     "MapNode",
     "PositionArray",
+    "consecutive",
     "fetch",
     "node_epoch_length",
 ]
@@ -62,6 +63,7 @@ EpochArray: TypeAlias = npt.NDArray[np.uint64]
 """One epoch per position, same shape as the positions."""
 
 _ITER_CHUNK = 256
+_SOURCE_GETITEMS = Source.__getitems__
 
 
 def fetch(
@@ -81,7 +83,25 @@ def fetch(
     if isinstance(dataset, MapNode):
         result: list[T] = dataset.get_many(positions, epochs)
         return result
+    if isinstance(dataset, Source) and type(dataset).__getitems__ is _SOURCE_GETITEMS:
+        records = dataset.__getitems__(positions)  # chute's sources read arrays directly.
+        return records if type(records) is list else list(records)
     return read_records(dataset, positions.tolist())
+
+
+def consecutive(positions: PositionArray) -> bool:
+    """Whether non-empty `positions` are `p, p + 1, p + 2, ...` (as in-order readers ask).
+
+    Example:
+        >>> import numpy as np
+        >>> consecutive(np.array([4, 5, 6])), consecutive(np.array([4, 6, 5]))
+        (True, False)
+    """
+    first = int(positions[0])
+    count = len(positions)
+    return int(positions[-1]) - first == count - 1 and bool(
+        (positions == np.arange(first, first + count)).all()
+    )
 
 
 def node_epoch_length(dataset: RandomAccessDataSource[Any]) -> int:

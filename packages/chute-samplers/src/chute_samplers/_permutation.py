@@ -12,6 +12,12 @@ Nothing is stored but the keys: O(1) memory, O(1) per lookup, any position reach
 directly, for every size (no off-by-one at powers of two, the failure of Grain 0.2.18's
 index shuffle at 65537 records).
 
+Vectorised lookups of sizes up to 2**32 compute each round function once per value of
+the half it reads (at most 2**16 values) into a table, after enough lookups to pay
+for it (as many as the largest table has entries): a round is then a gather and an XOR
+instead of the finaliser's eight array operations, several times faster, with the same
+values.
+
 Small sizes (up to `TABLE_SIZE`) are different: a Feistel network on a domain of a few
 bits reaches only a small, uneven family of permutations (each round is an even
 permutation of the domain). There the permutation is a table built once by a
@@ -36,11 +42,13 @@ __all__ = ["MAX_SIZE", "TABLE_SIZE", "Permutation"]
 
 _ROUNDS = 6
 _CHUNK = 1 << 14
+_TABLE_CHUNK = 1 << 15
 _TAG = tag("chute.permutation")
 MAX_SIZE = 2**63
 """The largest supported size (positions are int64)."""
 TABLE_SIZE = 1 << 12
 """Sizes up to this use a Fisher-Yates table instead of the Feistel network."""
+_ROUND_TABLE_BITS = 16  # Halves of up to this many bits get round tables.
 
 
 def _fisher_yates(size: int, key0: int, key1: int) -> npt.NDArray[np.int64]:
@@ -90,9 +98,11 @@ class Permutation:
         "_keys",
         "_left_bits",
         "_right_bits",
+        "_round_tables",
         "_seed",
         "_size",
         "_table",
+        "_walked",
     )
 
     def __init__(self, size: int, seed: int, epoch: int = 0) -> None:
@@ -105,6 +115,8 @@ class Permutation:
         self._keys = tuple(hash_ints(_TAG, self._seed, self._epoch, r) for r in range(_ROUNDS))
         self._table: npt.NDArray[np.int64] | None = None
         self._inverse: npt.NDArray[np.int64] | None = None
+        self._round_tables: tuple[npt.NDArray[np.int64], ...] | None = None
+        self._walked = 0  # Positions the vectorised path computed without round tables.
         if self._size <= TABLE_SIZE:
             self._table = _fisher_yates(self._size, self._keys[0], self._keys[1])
 
@@ -201,11 +213,9 @@ class Permutation:
             return np.zeros(array.shape, dtype=np.uint64)
         if array.dtype.kind not in "iu":
             raise TypeError(f"{self!r}: {what}s must be integers, got an array of {array.dtype}.")
-        if array.dtype.kind == "i":
-            negative = array < 0
-            if negative.any():
-                # `+ (size - 1) + 1`, not `+ size`: size may be 2**63, beyond int64.
-                array = np.where(negative, array + (self._size - 1) + 1, array)
+        if array.dtype.kind == "i" and int(array.min()) < 0:
+            # `+ (size - 1) + 1`, not `+ size`: size may be 2**63, beyond int64.
+            array = np.where(array < 0, array + (self._size - 1) + 1, array)
             low = int(array.min())
             if low < 0:
                 raise RecordIndexError(
@@ -215,6 +225,8 @@ class Permutation:
         high = int(array.max())
         if high >= self._size:
             raise RecordIndexError(f"{self!r}: {what} {high} is out of range [0, {self._size}).")
+        if array.dtype == np.int64:
+            return array.view(np.uint64)  # Non-negative: the same values, no copy (never written).
         return array.astype(np.uint64)
 
     def _encrypt_array(self, x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -257,8 +269,11 @@ class Permutation:
         if self._table is not None:
             table = self._table if step == "encrypt" else self._inverse_table()
             return table[x.astype(np.int64)]
-        cipher = self._encrypt_array if step == "encrypt" else self._decrypt_array
         flat = x.reshape(-1)
+        tables = self._tables_for(flat.size)
+        if tables is not None:
+            return self._walk_tables(flat, tables, step).reshape(x.shape)
+        cipher = self._encrypt_array if step == "encrypt" else self._decrypt_array
         out = np.empty(flat.shape, dtype=np.int64)
         # Chunks that fit in the L2 cache: several times faster than whole-array passes.
         for begin in range(0, flat.size, _CHUNK):
@@ -270,6 +285,66 @@ class Permutation:
                 pending = pending[again >= self._size]
             out[begin : begin + _CHUNK] = chunk
         return out.reshape(x.shape)
+
+    def _tables_for(self, count: int) -> tuple[npt.NDArray[np.int64], ...] | None:
+        """The round tables, built once `count` more lookups make them pay; else None."""
+        tables = self._round_tables
+        if tables is not None or self._left_bits > _ROUND_TABLE_BITS:
+            return tables
+        self._walked += count
+        if self._walked < 1 << self._left_bits:
+            return None
+        built = []
+        left_bits, right_bits = self._left_bits, self._right_bits
+        for key in self._keys:
+            # Round r maps the `right_bits` half to `left_bits` bits: one entry per value.
+            f = mix64_array(np.arange(1 << right_bits, dtype=np.uint64) ^ np.uint64(key))
+            f &= np.uint64((1 << left_bits) - 1)
+            built.append(f.astype(np.int64))
+            left_bits, right_bits = right_bits, left_bits
+        self._round_tables = tables = tuple(built)
+        return tables
+
+    def _cipher_tables(
+        self, x: npt.NDArray[np.int64], tables: tuple[npt.NDArray[np.int64], ...], step: str
+    ) -> npt.NDArray[np.int64]:
+        """`_encrypt_array` / `_decrypt_array` with each round function looked up."""
+        left_bits, right_bits = self._left_bits, self._right_bits
+        if step == "encrypt":
+            left, right = x >> right_bits, x & ((1 << right_bits) - 1)
+            for table in tables:
+                f = table.take(right)
+                f ^= left
+                left, right = right, f
+                left_bits, right_bits = right_bits, left_bits
+        else:
+            if _ROUNDS % 2:
+                left_bits, right_bits = right_bits, left_bits
+            left, right = x >> right_bits, x & ((1 << right_bits) - 1)
+            for table in reversed(tables):
+                f = table.take(left)
+                f ^= right
+                left, right = f, left
+                left_bits, right_bits = right_bits, left_bits
+        left <<= right_bits
+        left |= right
+        return left
+
+    def _walk_tables(
+        self, flat: npt.NDArray[np.uint64], tables: tuple[npt.NDArray[np.int64], ...], step: str
+    ) -> npt.NDArray[np.int64]:
+        """`_walk` with round tables (values below 2**32, so int64 throughout)."""
+        out = np.empty(flat.shape, dtype=np.int64)
+        values = flat.view(np.int64)  # Below 2**32: the same bits.
+        for begin in range(0, flat.size, _TABLE_CHUNK):
+            chunk = self._cipher_tables(values[begin : begin + _TABLE_CHUNK], tables, step)
+            pending = np.flatnonzero(chunk >= self._size)
+            while pending.size:
+                again = self._cipher_tables(chunk[pending], tables, step)
+                chunk[pending] = again
+                pending = pending[again >= self._size]
+            out[begin : begin + _TABLE_CHUNK] = chunk
+        return out
 
     def take(self, positions: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Returns the values at many positions at once, as an int64 array.

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
+from itertools import repeat
+from operator import is_
 from typing import TypeVar
+
+import numpy as np
 
 from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
 from chute_sources.internal import active_ledger, check_dataset, check_int, state_value
@@ -17,6 +22,35 @@ T = TypeVar("T")
 
 _FAST = 0.008  # Seconds: a read faster than this doubles the next one's size.
 _SLOW = 0.032  # Seconds: a read slower than this halves it.
+_CHUNK = 256  # The most positions a read takes by default...
+_SMALL_CHUNK = 4096  # ... or of small elements (about _SMALL_BYTES or less each).
+_SMALL_BYTES = 4096
+_UNKNOWN = 1 << 62  # The estimated size of an element of a type not looked into.
+
+
+def _estimated_bytes(value: object, depth: int = 0) -> int:
+    """Roughly the memory an element holds: numbers, strings, arrays and small containers.
+
+    Anything else counts as large (`_UNKNOWN`): only elements known to be small let
+    reads grow past `_CHUNK`.
+    """
+    kind = type(value)
+    if kind is int or kind is float or kind is bool or value is None:
+        return 32
+    if isinstance(value, str | bytes) and (kind is str or kind is bytes):
+        return 64 + len(value)
+    if isinstance(value, np.ndarray | np.generic):
+        return 128 + int(value.nbytes)
+    items: Collection[object]
+    if isinstance(value, dict) and kind is dict:
+        items = value.values()
+    elif isinstance(value, list | tuple) and (kind is list or kind is tuple):
+        items = value
+    else:
+        return _UNKNOWN
+    if depth >= 2 or len(items) > 64:
+        return _UNKNOWN
+    return 64 + sum(_estimated_bytes(item, depth + 1) for item in items)
 
 
 class SequentialIter(IterNode[T]):
@@ -30,9 +64,14 @@ class SequentialIter(IterNode[T]):
     the first call reads one position, and the size doubles (up to `chunk_size`) while
     a call takes under 8 ms and halves when one takes over 32 ms. So cheap
     elements cost one call per `chunk_size`, while the first of costly ones (a batch
-    of decoded images) comes after its own work, not after hundreds of others'. The
-    chunk read ahead is not part of the state, so restoring re-reads at most one chunk;
-    the elements never depend on the chunking.
+    of decoded images) comes after its own work, not after hundreds of others'. By
+    default (`chunk_size=None`) a call reads at most 256 positions, or 4096 while the
+    elements are small (numbers, short strings, arrays of up to 4 KiB, and small
+    dicts, lists and tuples of those, judged by the first and last elements of the
+    last call): so what is read ahead stays within about 16 MiB, and cheap small
+    elements pay the per-call work once per 4096. The chunk read ahead is not part of
+    the state, so restoring re-reads at most one chunk; the elements never depend on
+    the chunking.
 
     Errors: an exception raised reading position `p` comes from the `next()` that
     would have returned `p` (after the elements before it), with a note naming `p`;
@@ -42,7 +81,8 @@ class SequentialIter(IterNode[T]):
 
     Args:
         dataset: a node, a source or any sequence.
-        chunk_size: the most positions read per call (>= 1).
+        chunk_size: the most positions read per call (>= 1); None: 256, or 4096 for
+            small elements (see above).
 
     Example:
         >>> from chute_samplers import ShuffleMap
@@ -54,15 +94,20 @@ class SequentialIter(IterNode[T]):
         True
     """
 
-    def __init__(self, dataset: RandomAccessDataSource[T], chunk_size: int = 256) -> None:
+    def __init__(self, dataset: RandomAccessDataSource[T], chunk_size: int | None = None) -> None:
         check_dataset(dataset, "SequentialIter", "dataset")
         self._dataset = dataset
-        self._chunk_size = check_int(chunk_size, "chunk_size", "SequentialIter", minimum=1)
+        self._chunk_size = (
+            None
+            if chunk_size is None
+            else check_int(chunk_size, "chunk_size", "SequentialIter", minimum=1)
+        )
         self._read = 1  # Positions the next call reads (adapts, see the class docs).
         self._position = 0
         self._span: Span[T] = Span(0, [])
         self._offset = 0
         self._last = -1  # The position of the element last returned (-1: none).
+        self._clean: Span[T] | None = None  # The span last found to hold no DROPPED.
         self._ledger = active_ledger()
         self._stage = 0 if self._ledger is None else self._ledger.register()
 
@@ -96,6 +141,43 @@ class SequentialIter(IterNode[T]):
             self._offset = offset + 1
             self._position = position + 1
 
+    def next_many(self, count: int) -> list[T]:
+        """The next up to `count` elements: what `count` calls of `next` would return.
+
+        Fewer only at the end of the stream. An exception one of those calls would
+        raise propagates the same way (the elements before it are consumed, the state
+        stays at the failing position). Slices the chunk read ahead instead of
+        returning element by element, for consumers that take many at once (a batch).
+
+        Example:
+            >>> it = SequentialIter(range(5))
+            >>> it.next_many(3), it.next_many(3), it.get_state()
+            ([0, 1, 2], [3, 4], {'position': 5})
+        """
+        out: list[T] = []
+        while len(out) < count:
+            span, offset = self._span, self._offset
+            elements = span.elements
+            taken = min(count - len(out), len(elements) - offset)
+            if taken and (span is self._clean or self._is_clean(span)):
+                out += elements[offset : offset + taken]
+                self._offset = offset + taken
+                self._position += taken
+                self._last = self._position - 1
+                continue
+            try:
+                out.append(self.__next__())  # Refills, skips DROPPED, raises.
+            except StopIteration:
+                break
+        return out
+
+    def _is_clean(self, span: Span[T]) -> bool:
+        """Whether `span` can be handed out in slices: no DROPPED, nothing to charge."""
+        if span.failures is not None or any(map(is_, span.elements, repeat(DROPPED))):
+            return False
+        self._clean = span
+        return True
+
     def _refill(self) -> None:
         """Reads the next span; raises the current span's error or `StopIteration`."""
         span = self._span
@@ -111,10 +193,17 @@ class SequentialIter(IterNode[T]):
         self._adapt(time.perf_counter() - started)
 
     def _adapt(self, seconds: float) -> None:
-        if seconds < _FAST and self._read < self._chunk_size:
-            self._read = min(self._read * 2, self._chunk_size)
+        limit = self._chunk_size
+        if limit is None:
+            elements = self._span.elements
+            ends = (elements[0], elements[-1]) if elements else ()
+            small = ends and max(map(_estimated_bytes, ends)) <= _SMALL_BYTES
+            limit = _SMALL_CHUNK if small else _CHUNK
+        if seconds < _FAST and self._read < limit:
+            self._read = min(self._read * 2, limit)
         elif seconds > _SLOW and self._read > 1:
             self._read //= 2
+        self._read = min(self._read, limit)  # Elements that grew large: back within it.
 
     def get_state(self) -> IteratorState:
         return {"position": self._position}

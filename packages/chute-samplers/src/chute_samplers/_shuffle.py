@@ -9,7 +9,7 @@ import numpy as np
 from chute_sources import RandomAccessDataSource
 from chute_sources.internal import check_dataset, check_seed, distinct
 
-from ._node import EpochArray, MapNode, PositionArray, fetch, node_epoch_length
+from ._node import EpochArray, MapNode, PositionArray, consecutive, fetch, node_epoch_length
 from ._permutation import Permutation
 
 __all__ = ["ShuffleMap"]
@@ -17,6 +17,8 @@ __all__ = ["ShuffleMap"]
 T = TypeVar("T")
 
 _CACHE_SIZE = 16
+_WINDOW = 1 << 14  # The most permuted positions computed ahead for an in-order reader.
+_AHEAD = 64  # A window holds this many reads of the size that asked for it.
 
 
 class ShuffleMap(MapNode[T]):
@@ -27,6 +29,13 @@ class ShuffleMap(MapNode[T]):
     `RepeatMap`, each pass gets its own permutation and no element moves to another
     pass, so `ShuffleMap(RepeatMap(x, n), s)` equals `RepeatMap(ShuffleMap(x, s), n)`;
     under a `RepeatMap`, each pass is a new epoch and so a new permutation.
+
+    A reader going through the positions in order in small reads (up to 1024, e.g.
+    `SequentialIter`'s of large elements) gets them from a window computed ahead in one
+    vectorised call: a read that continues where the last one ended, outside the
+    window, computes the next `64 * its size` positions (at most 16384), which the next
+    reads slice. Other reads compute what they ask for. The values are the same either
+    way.
 
     Args:
         parent: a node, a source, or any sequence.
@@ -49,6 +58,13 @@ class ShuffleMap(MapNode[T]):
         self._block = block if 0 < block < self._length else self._length
         self._blocks = -(-self._length // self._block) if self._length else 0
         self._permutations: dict[tuple[int, int], Permutation] = {}
+        self._window: tuple[Permutation, int, np.ndarray] | None = None  # (perm, first, values)
+        self._follows = -1  # Where the last in-order read ended (its next position).
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)  # Caches are rebuilt where the copy is read.
+        state.update(_permutations={}, _window=None, _follows=-1)
+        return state
 
     @property
     def parent(self) -> RandomAccessDataSource[T]:
@@ -98,10 +114,31 @@ class ShuffleMap(MapNode[T]):
             size = min(self._block, self._length - start)
             perm = self._permutation(size, key)
             if mask is None:
-                shuffled = start + perm.take(within)
+                shuffled = start + self._take(perm, within)
             else:
                 shuffled[mask] = start + perm.take(within[mask])
         return self._parent, shuffled, epochs
+
+    def _take(self, perm: Permutation, within: PositionArray) -> PositionArray:
+        """`perm.take(within)`, from the window when an in-order reader asks."""
+        count = within.size
+        if count == 0 or count * _AHEAD > _WINDOW * 4 or not consecutive(within):
+            return perm.take(within)  # Large or scattered reads: computed as asked.
+        first = int(within[0])
+        window = self._window  # One read of a tuple: safe beside other threads.
+        if window is not None and window[0] is perm:
+            offset = first - window[1]
+            if offset >= 0 and offset + count <= len(window[2]):
+                self._follows = first + count
+                return window[2][offset : offset + count]
+        if first != self._follows:  # Not (yet) an in-order reader: no window.
+            self._follows = first + count
+            return perm.take(within)
+        stop = min(first + max(count, min(_WINDOW, count * _AHEAD)), perm.size)
+        values = perm.take(np.arange(first, stop, dtype=np.int64))
+        self._window = (perm, first, values)
+        self._follows = first + count
+        return values[:count]
 
     def __repr__(self) -> str:
         return f"ShuffleMap({self._parent!r}, seed={self._seed})"

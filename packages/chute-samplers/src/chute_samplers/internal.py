@@ -6,6 +6,7 @@ import-linter contract forbids `chute_samplers._x` from outside).
 
 - `Span`, `read_span`, `reader_name`: reading a run of positions of a random-access
   dataset at once (what a chunk of work reads), with failures kept per position.
+- `consecutive`: whether an array of positions is one run `p, p + 1, ...`.
 - `origin_key`: the key a record's own random generator derives from its origin.
 - `RNG_OP`: the salt of the per-record generator `record_rng` gives a random map.
 
@@ -17,7 +18,16 @@ Example:
 
 from ._hashing import origin_key
 from ._index_sampler import RNG_OP
+from ._node import consecutive
 from ._positions import READER_POSITIONS
 from ._span import Span, read_span, reader_name
 
-__all__ = ["READER_POSITIONS", "RNG_OP", "Span", "origin_key", "read_span", "reader_name"]
+__all__ = [
+    "READER_POSITIONS",
+    "RNG_OP",
+    "Span",
+    "consecutive",
+    "origin_key",
+    "read_span",
+    "reader_name",
+]

@@ -48,7 +48,10 @@ class Source(abc.ABC, Generic[T]):
         return [self._read(index) for index in indices]
 
     def _read_array(self, indices: npt.NDArray[np.int64]) -> list[T]:
-        """Records at checked indices given as an array; by default `_read_many` of a list."""
+        """Records at checked indices given as an array; by default `_read_many` of a list.
+
+        `indices` may be the caller's own array: read it, never modify it.
+        """
         return self._read_many(indices.tolist())
 
     def _params(self) -> dict[str, Any]:

@@ -56,9 +56,9 @@ def normalize_keys(
         # Mixed or non-integer input: check one by one to name the offending key.
         return np.asarray([normalize_key(key, length, owner) for key in array.tolist()], np.int64)
     array = array.astype(np.int64, copy=False).reshape(-1)
-    array = np.where(array < 0, array + length, array)
-    bad = (array < 0) | (array >= length)
-    if bad.any():
-        first = int(np.flatnonzero(bad)[0])
+    if int(array.min()) < 0:  # Two passes (min, max) when every key is in range.
+        array = np.where(array < 0, array + length, array)
+    if int(array.min()) < 0 or int(array.max()) >= length:
+        first = int(np.flatnonzero((array < 0) | (array >= length))[0])
         normalize_key(int(np.asarray(keys).reshape(-1)[first]), length, owner)
     return array

@@ -75,8 +75,11 @@ class RangeSource(Source[int]):
 
     def _read_array(self, indices: npt.NDArray[np.int64]) -> list[int]:
         r = self._range
+        if r.start == 0 and r.step == 1:
+            values: list[int] = indices.tolist()
+            return values
         if max(abs(r.start), abs(r.stop), abs(r.step)) < _VECTOR_LIMIT:  # No int64 overflow.
-            values: list[int] = (indices * r.step + r.start).tolist()
+            values = (indices * r.step + r.start).tolist()
             return values
         return self._read_many(indices.tolist())
 

@@ -33,7 +33,7 @@ import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
-from operator import attrgetter, itemgetter
+from operator import attrgetter, countOf, itemgetter
 from typing import Any, Protocol, TypeAlias, overload
 
 import numpy as np
@@ -160,6 +160,8 @@ def _stack(values: Sequence[Any], path: str, pad: int | None) -> Any:
     """Stacks one node of the tree; `pad` is the padded row count (None: no padding)."""
     first = values[0]
     kind = type(first)
+    if kind is int and pad is None and countOf(map(type, values), int) == len(values):
+        return _stack_ints(values, path)  # The common case of plain ints, checked faster.
     types = set(map(type, values))
     if len(types) == 1:
         if kind is np.ndarray or issubclass(kind, _ARRAY_TYPES):
@@ -221,6 +223,13 @@ def _stack_arrays(values: Sequence[Any], path: str, pad: int | None) -> npt.NDAr
         out[row] = value
     out[len(values) :] = np.zeros((), dtype)
     return out
+
+
+def _stack_ints(values: Sequence[int], path: str) -> npt.NDArray[np.int64]:
+    try:
+        return np.fromiter(values, np.int64, len(values))
+    except OverflowError:
+        return _stack_scalars(values, np.int64, path, None)  # Raises the BatchError.
 
 
 def _stack_scalars(

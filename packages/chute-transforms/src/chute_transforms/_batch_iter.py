@@ -115,7 +115,9 @@ class BatchIter(IterNode[Any]):
         try:
             first = next(parent)
             origin: tuple[int, ...] | None = getattr(parent, "origin", None)
-            elements = [first, *islice(parent, size - 1)]
+            many = getattr(parent, "next_many", None)  # A reader's faster bulk `next`.
+            rest = islice(parent, size - 1) if many is None else many(size - 1)
+            elements = [first, *rest]
             if len(elements) < size and self._drop_remainder:
                 raise StopIteration
             batch = make_batch(elements, size, self._pad, self._batch_fn)

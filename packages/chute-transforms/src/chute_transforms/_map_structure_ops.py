@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from chute_samplers import EpochArray, PositionArray, fetch
+from chute_samplers.internal import consecutive
 from chute_sources import DROPPED, RandomAccessDataSource
 from chute_sources.internal import check_int
 
@@ -197,8 +198,11 @@ class BatchMap(_ElementOp[Any]):
         starts = positions * size + start
         ends = np.minimum(positions * size + stop, total)
         lengths = np.maximum(ends - starts, 0)
-        pieces = [np.arange(s, s + n) for s, n in zip(starts, lengths, strict=True)]
-        flat = np.concatenate(pieces).astype(np.int64) if pieces else np.zeros(0, np.int64)
+        if len(positions) and stop - start == size and consecutive(positions):
+            flat = np.arange(int(starts[0]), int(ends[-1]), dtype=np.int64)  # One range.
+        else:
+            pieces = [np.arange(s, s + n) for s, n in zip(starts, lengths, strict=True)]
+            flat = np.concatenate(pieces).astype(np.int64) if pieces else np.zeros(0, np.int64)
         elements = fetch(self._parent, flat, np.repeat(epochs, lengths)) if flat.size else []
         out: list[Any] = []
         offset = 0
