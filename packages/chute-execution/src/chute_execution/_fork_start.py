@@ -65,7 +65,12 @@ _CONSUMER_ENDS: weakref.WeakSet[Connection] = weakref.WeakSet()
 
 
 def thread_count() -> int | None:
-    """The threads this process runs now (`/proc/self/task`), or None if unknown."""
+    """The threads this process runs now (`/proc/self/task`), or None if unknown.
+
+    Example:
+        >>> thread_count() is None or thread_count() >= 1
+        True
+    """
     try:
         return len(os.listdir("/proc/self/task"))
     except OSError:

@@ -5,6 +5,9 @@ Stable between chute's own packages of one release; may change between releases.
 - `add_preload`: modules the fork server imports before it forks workers (the
   meta-package adds itself, which this layer cannot name).
 - `warm_up`: start the fork server ahead of the first loader.
+- `WorkerPool`: the worker processes of one iterator; its `start_path` and
+  `fork_refused` tell how they started (tests), and `thread_count` counts this
+  process's threads as the fork check does.
 - `SlabReader`, `SlabWriter`: the shared-memory transport's two ends (benchmarks),
   `DEFAULT_SLAB_SIZE` its slabs' size, `LEASE_MIN_BYTES` the smallest result handed
   out as a view into a slab rather than copied.
@@ -18,9 +21,10 @@ Example:
 """
 
 from ._chunk_positions import CHUNK_POSITIONS
+from ._fork_start import thread_count
 from ._leases import LEASE_MIN_BYTES
 from ._transport import DEFAULT_SLAB_SIZE, SlabReader, SlabWriter
-from ._worker_pool import add_preload, warm_up
+from ._worker_pool import WorkerPool, add_preload, warm_up
 
 __all__ = [
     "CHUNK_POSITIONS",
@@ -28,6 +32,8 @@ __all__ = [
     "LEASE_MIN_BYTES",
     "SlabReader",
     "SlabWriter",
+    "WorkerPool",
     "add_preload",
+    "thread_count",
     "warm_up",
 ]

@@ -45,7 +45,7 @@ def pipeline(start_method, workers=2):
     return ds.mp_prefetch(options, chunk_size=4)
 
 
-from chute_execution._worker_pool import WorkerPool
+from chute_execution.internal import WorkerPool
 
 STARTS = []  # How each pool of workers started: [start_path, fork_refused].
 _init = WorkerPool.__init__
@@ -313,7 +313,7 @@ def test_mp_prefetch_starts_the_fork_server_ahead_only_when_it_will_be_needed(tm
     # pool does not: the fork server starts at mp_prefetch, before the first iterator.
     script = f"""
 from multiprocessing import forkserver
-from chute_execution._fork_start import thread_count
+from chute_execution.internal import thread_count
 
 def server_started():
     return getattr(forkserver._forkserver, "_forkserver_pid", None) is not None
