@@ -160,3 +160,27 @@ def test_the_same_code_runs_as_a_script_with_python_c_and_from_stdin(tmp_path, s
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == expected
         assert _left_in(shm_folder) == []
+
+
+KERNEL_START_CELLS = [
+    "import os, threading\nimport chute\n"
+    "def parent(x):\n    return os.getppid()\n"
+    "ds = chute.MapDataset.range(16).to_iter_dataset().map(parent).mp_prefetch(num_workers=2)",
+    "parents = set(ds)\nprint(threading.active_count() > 1, len(parents), os.getpid() in parents)",
+]
+
+
+def test_a_kernel_runs_threads_so_its_workers_start_from_the_fork_server(tmp_path, shm_folder):
+    # The kernel's own threads (heartbeat, iopub) rule out forking it: the workers'
+    # parent is the fork server, not the kernel.
+    cells = [nbformat.v4.new_code_cell(c) for c in KERNEL_START_CELLS]
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    client = NotebookClient(
+        notebook,
+        kernel_name="python3",
+        timeout=300,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    client.execute()
+    assert [_printed(cell) for cell in notebook.cells] == ["", "True 1 False"]
+    assert _left_in(shm_folder) == []

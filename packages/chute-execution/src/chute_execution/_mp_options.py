@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
 from typing import Literal
 
 from chute_sources.internal import check_count
 
 __all__ = ["MultiprocessingOptions"]
 
-StartMethod = Literal["spawn", "forkserver"]
+StartMethod = Literal["auto", "forkserver", "spawn"]
 
-_DEFAULT_START: StartMethod = (
-    "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-)
+_START_METHODS = ("auto", "forkserver", "spawn")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,10 +25,31 @@ class MultiprocessingOptions:
         num_workers: worker processes; 0 runs the same chunked pipeline in this process.
         per_worker_buffer_size: chunks each worker may have finished or in progress
             ahead of the consumer.
-        start_method: "forkserver" (the default where it exists: workers fork from a
-            fresh server process that has imported chute once, so they start in
-            milliseconds) or "spawn" (each worker is a new interpreter). Never "fork":
-            forking a process that has loaded jax (multithreaded) can deadlock.
+        start_method: how workers start (never the output):
+
+            - "auto" (the default): forked from this process when that is provably
+              safe, else as "forkserver". It forks on Linux only, and only if jax
+              and obstore are not imported (workers never hold jax; obstore's
+              runtime does not survive a fork), no Python thread but this one
+              runs, and right after the fork this process has exactly one thread
+              (`/proc/self/task`: libraries such as OpenBLAS that stop their
+              threads for a fork pass; jax's, ArrayRecord's readers or any other
+              running thread fail it, and the child is killed before it ran any
+              of your code). A forked worker ignores SIGINT, resets your signal
+              handlers, never finalizes your objects (no shared memory of yours
+              is freed by it), ends without running your atexit hooks, and loads
+              the pipeline from the same shipped bytes as a fork server's worker.
+              It sees your modules as they were at the fork. So in a script that
+              has not imported jax, workers start in milliseconds; in a Jupyter
+              kernel (its threads run) or after `import jax`, "forkserver".
+            - "forkserver" (where it exists): workers fork from a fresh server
+              process that has imported chute once (never jax); its first start
+              costs an interpreter start and chute's import, later ones
+              milliseconds.
+            - "spawn": each worker is a new interpreter.
+
+            Never "fork" unconditionally: forking a process that runs other threads
+            (jax's, a native reader's) can deadlock the child.
         worker_timeout: seconds a worker may take for one chunk before it is counted
             as stuck: the workers are stopped and `WorkerTimeoutError` is raised
             (None: wait as long as it takes).
@@ -44,7 +62,7 @@ class MultiprocessingOptions:
 
     num_workers: int = 0
     per_worker_buffer_size: int = 2
-    start_method: StartMethod = _DEFAULT_START
+    start_method: StartMethod = "auto"
     worker_timeout: float | None = None
 
     def __post_init__(self) -> None:
@@ -59,9 +77,10 @@ class MultiprocessingOptions:
             raise ValueError(
                 f"{owner}: worker_timeout must be None or > 0 seconds, got {timeout!r}."
             )
-        if self.start_method not in ("spawn", "forkserver"):
+        if self.start_method not in _START_METHODS:
             raise ValueError(
-                f"{owner}: start_method must be 'spawn' or 'forkserver', got "
-                f"{self.start_method!r} ('fork' is refused: forking a process that loaded "
-                "jax can deadlock)."
+                f"{owner}: start_method must be 'auto', 'forkserver' or 'spawn', got "
+                f"{self.start_method!r} ('fork' is refused: forking a process that runs "
+                "other threads, such as jax's, can deadlock; 'auto' forks only when this "
+                "process is provably single-threaded)."
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import threading
 import time
 import weakref
@@ -14,6 +15,15 @@ from typing import Any
 
 from chute_sources import ChuteError
 
+from ._fork_start import (
+    GO,
+    fork_refusal,
+    forked_worker,
+    forking,
+    keep_from_forks,
+    probe_refusal,
+    thread_count,
+)
 from ._mp_options import MultiprocessingOptions
 from ._worker import worker_main
 
@@ -33,6 +43,15 @@ def add_preload(*modules: str) -> None:
 
 
 _STARTING = threading.Lock()
+"""Held while a pool starts its workers (the main script is left out, forks are checked)."""
+
+
+def _new_starting_lock() -> None:
+    global _STARTING
+    _STARTING = threading.Lock()  # A forked child must not inherit it held.
+
+
+os.register_at_fork(after_in_child=_new_starting_lock)
 
 
 @contextlib.contextmanager
@@ -55,12 +74,16 @@ def _without_main_script() -> Iterator[None]:
         data.pop("init_main_from_name", None)
         return data
 
-    with _STARTING:
-        spawn.get_preparation_data = without_main
-        try:
-            yield
-        finally:
-            spawn.get_preparation_data = original
+    spawn.get_preparation_data = without_main
+    try:
+        yield
+    finally:
+        spawn.get_preparation_data = original
+
+
+def _fallback_method() -> str:
+    """What "auto" uses when it may not fork: the fork server where there is one."""
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
 def start_method_context(method: str) -> Any:
@@ -76,8 +99,13 @@ def warm_up(method: str) -> None:
 
     The fork server is a fresh process that imports chute (never jax) once; workers
     are forked from it, which takes milliseconds instead of a full interpreter start.
+    With "auto", only if this process may not fork its workers itself now (starting
+    a fork server that is not needed would take a core from the first batch): a
+    child forked to count threads tells (`probe_refusal`).
     """
-    if method != "forkserver":
+    if method == "auto":
+        method = "forkserver" if probe_refusal() is not None else ""
+    if method != "forkserver" or method not in multiprocessing.get_all_start_methods():
         return
     start_method_context(method)
     from multiprocessing import forkserver
@@ -156,12 +184,13 @@ def _shutdown(processes: list[BaseProcess], connections: list[Connection]) -> No
 class WorkerPool:
     """`num_workers` processes running chunks of one shipped plan.
 
-    Started with spawn (or forkserver), never fork, and never running the consumer's
-    main script. The plan and the init function come already shipped (`ship`), so
-    everything a worker receives at start is bytes: whatever fails to load fails in
-    the worker's own code, which reports it. `close()` stops the workers (politely,
-    then by signal); it also runs when the pool is garbage collected or the
-    interpreter exits.
+    Started as `options.start_method` says: "auto" forks them from this process when
+    that is provably safe (see `_fork_start`) and starts them from the fork server
+    otherwise; never a plain fork, and never running the consumer's main script. The
+    plan and the init function come already shipped (`ship`), so everything a worker
+    receives at start is bytes: whatever fails to load fails in the worker's own
+    code, which reports it. `close()` stops the workers (politely, then by signal); it
+    also runs when the pool is garbage collected or the interpreter exits.
 
     Args:
         plan: the shipped plan (`ship(plan)`).
@@ -179,36 +208,91 @@ class WorkerPool:
         caller: str = "mp_prefetch",
     ) -> None:
         self.caller = caller
-        context = start_method_context(options.start_method)
         self.num_workers = options.num_workers
         self.timeout = options.worker_timeout
         self.processes: list[BaseProcess] = []
         self.connections: list[Connection] = []
+        self._fork_refused: str | None = None
+        slabs = options.per_worker_buffer_size + 1
+        arguments = [(w, plan, init_fn, self.num_workers, slabs) for w in range(self.num_workers)]
+        method: str = options.start_method
         try:
-            for worker in range(self.num_workers):
-                ours, theirs = context.Pipe(duplex=True)
-                process = context.Process(
-                    target=worker_main,
-                    args=(
-                        worker,
-                        theirs,
-                        plan,
-                        init_fn,
-                        self.num_workers,
-                        options.per_worker_buffer_size + 1,
-                    ),
-                    name=f"chute-worker-{worker}",
-                    daemon=True,
-                )
-                with _without_main_script():
-                    process.start()
-                theirs.close()
-                self.processes.append(process)
-                self.connections.append(ours)
+            with _STARTING:
+                if method == "auto":
+                    self._fork_refused = fork_refusal() or self._fork(arguments)
+                    method = "fork" if self._fork_refused is None else _fallback_method()
+                if method != "fork":
+                    self._start(method, arguments)
         except BaseException:
             _shutdown(self.processes, self.connections)
             raise
+        self._start_path = method
         self._finalizer = weakref.finalize(self, _shutdown, self.processes, self.connections)
+
+    def _fork(self, arguments: list[tuple[Any, ...]]) -> str | None:
+        """Forks the workers from this process; why not, if a fork proved unsafe.
+
+        Each fork is checked: right after it this process must run one thread. The
+        children wait for `GO`, sent once every fork passed; otherwise they are killed
+        before they ran anything of the user's, and the reason is returned.
+        """
+        context = multiprocessing.get_context("fork")
+        for worker_arguments in arguments:
+            ours, theirs = context.Pipe(duplex=True)
+            keep_from_forks(ours)
+            process = context.Process(
+                target=forked_worker,
+                args=(theirs, *worker_arguments),
+                name=f"chute-worker-{worker_arguments[0]}",
+                daemon=True,
+            )
+            with forking():
+                process.start()
+                threads = thread_count()
+            theirs.close()
+            self.processes.append(process)
+            self.connections.append(ours)
+            if threads != 1:
+                for started in self.processes:
+                    started.kill()
+                    started.join()
+                for connection in self.connections:
+                    connection.close()
+                self.processes.clear()
+                self.connections.clear()
+                return f"{threads} threads ran when it forked a worker"
+        for connection in self.connections:
+            with contextlib.suppress(OSError, ValueError):
+                connection.send(GO)  # A child gone meanwhile is reported by `receive`.
+        return None
+
+    def _start(self, method: str, arguments: list[tuple[Any, ...]]) -> None:
+        """Starts the workers with the fork server or spawn, leaving out the main script."""
+        context = start_method_context(method)
+        for worker, *rest in arguments:
+            ours, theirs = context.Pipe(duplex=True)
+            keep_from_forks(ours)
+            process = context.Process(
+                target=worker_main,
+                args=(worker, theirs, *rest),
+                name=f"chute-worker-{worker}",
+                daemon=True,
+            )
+            with _without_main_script():
+                process.start()
+            theirs.close()
+            self.processes.append(process)
+            self.connections.append(ours)
+
+    @property
+    def start_path(self) -> str:
+        """How the workers started: "fork", "forkserver" or "spawn"."""
+        return self._start_path
+
+    @property
+    def fork_refused(self) -> str | None:
+        """Why "auto" did not fork the workers: None if it did, or if not asked to."""
+        return self._fork_refused
 
     def send(self, worker: int, task: Any) -> None:
         """Sends a task to `worker`; if it is gone, the next `receive` from it says why.

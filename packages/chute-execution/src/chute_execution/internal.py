@@ -6,6 +6,9 @@ Stable between chute's own packages of one release; may change between releases.
   meta-package adds itself, which this layer cannot name).
 - `warm_up`: start the fork server ahead of the first loader.
 - `Slab`: one mapped shared-memory segment (benchmarks of what its pages cost).
+- `WorkerPool`: the worker processes of one iterator; its `start_path` and
+  `fork_refused` tell how they started (tests), and `thread_count` counts this
+  process's threads as the fork check does.
 - `SlabReader`, `SlabWriter`: the shared-memory transport's two ends (benchmarks),
   `DEFAULT_SLAB_SIZE` its slabs' size, `LEASE_MIN_BYTES` the smallest result handed
   out as a view into a slab rather than copied.
@@ -21,11 +24,12 @@ Example:
 """
 
 from ._chunk_positions import CHUNK_POSITIONS
+from ._fork_start import thread_count
 from ._leases import LEASE_MIN_BYTES
 from ._trace import STAGES_TID_OFFSET, complete_event, lay_out
 from ._transport import DEFAULT_SLAB_SIZE, SlabReader, SlabWriter
 from ._transport.slab import Slab
-from ._worker_pool import add_preload, warm_up
+from ._worker_pool import WorkerPool, add_preload, warm_up
 
 __all__ = [
     "CHUNK_POSITIONS",
@@ -35,8 +39,10 @@ __all__ = [
     "Slab",
     "SlabReader",
     "SlabWriter",
+    "WorkerPool",
     "add_preload",
     "complete_event",
     "lay_out",
+    "thread_count",
     "warm_up",
 ]

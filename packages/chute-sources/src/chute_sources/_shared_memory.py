@@ -24,14 +24,17 @@ _FOOTER = struct.Struct("<8sQQ")  # magic, number of records, offset of the offs
 _ALIGN = 16
 
 
-def _unlink(path: str) -> None:
+def _unlink(path: str, owner_pid: int) -> None:
+    """The creator's finalizer; a copy of the source in a forked child never unlinks."""
+    if os.getpid() != owner_pid:
+        return
     try:
         os.unlink(path)
     except FileNotFoundError:
         pass
 
 
-def _keep(path: str) -> None:
+def _keep(path: str, owner_pid: int) -> None:
     """The finalizer of copies: the memory belongs to the creating process."""
 
 
@@ -62,7 +65,7 @@ class SharedMemorySource(Source[Any]):
     def __init__(self, records: Iterable[Any]) -> None:
         path, fd = create_segment_file("source")
         self._path = str(path)
-        self._finalizer = weakref.finalize(self, _unlink, self._path)
+        self._finalizer = weakref.finalize(self, _unlink, self._path, os.getpid())
         offsets = [len(_MAGIC)]
         try:
             with os.fdopen(fd, "wb", buffering=1 << 20) as file:
@@ -173,7 +176,7 @@ class SharedMemorySource(Source[Any]):
         self._map = None
         self._offsets = None
         self._closed = False
-        self._finalizer = weakref.finalize(self, _keep, self._path)
+        self._finalizer = weakref.finalize(self, _keep, self._path, self._owner_pid)
 
     def _params(self) -> dict[str, Any]:
         return {"name": self.name, "len": self._length, "nbytes": self._nbytes}

@@ -179,7 +179,10 @@ def test_a_worker_that_cannot_load_the_plan_raises_its_own_error_from_next(tmp_p
     try:
         from vanishing_module import plus_one  # Importable here: it travels by reference.
 
-        ds = chute.MapDataset.range(8).to_iter_dataset().map(plus_one).mp_prefetch(TWO)
+        # A worker forked from here would hold the module already: the fork server's
+        # workers import it afresh.
+        options = MultiprocessingOptions(num_workers=2, start_method="forkserver")
+        ds = chute.MapDataset.range(8).to_iter_dataset().map(plus_one).mp_prefetch(options)
         it = iter(ds)
         (tmp_path / "vanishing_module.py").unlink()  # Gone before the workers start.
         with pytest.raises(ModuleNotFoundError, match="No module named 'vanishing_module'") as e:

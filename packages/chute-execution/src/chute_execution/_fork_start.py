@@ -1,0 +1,186 @@
+"""Forking workers straight from the consumer, only while that is provably safe.
+
+A fork copies one thread: the one that forks. A lock another thread held at that
+moment stays held forever in the child, so forking a process that runs other threads
+(jax's, ArrayRecord's readers, obstore's runtime, a Python thread) can deadlock the
+child. The start method "auto" therefore forks only when:
+
+- no module known to be unsafe in a forked child is imported (`UNSAFE_MODULES`: jax,
+  which workers must never hold, and obstore, whose runtime does not survive a fork);
+- no Python thread but this one runs (`threading.active_count() == 1`);
+- right after the fork, this process has a single thread (`/proc/self/task`). Native
+  libraries that stop their own threads for a fork (OpenBLAS, which NumPy loads, does)
+  pass; any other thread fails it, and the child is killed before it ran any code of
+  the user's: it waits for a go (`GO`) that only a verified fork gets.
+
+The child (`forked_worker`) then sheds what it inherited and must not act on: it
+ignores SIGINT (blocked by the parent across the fork, so a Ctrl-C at that instant
+cannot reach it first), resets the consumer's Python signal handlers, freezes the
+consumer's objects for the garbage collector (so no finalizer of the consumer's, such
+as one that unlinks shared memory, ever runs in it), and closes its copies of the
+consumer's ends of every worker connection. It exits through `os._exit` (no atexit
+hook of the consumer's runs), and then runs `worker_main` exactly as a worker of the
+fork server does, from the same shipped bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import signal
+import sys
+import threading
+import warnings
+import weakref
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ._worker import worker_main
+
+__all__ = [
+    "GO",
+    "UNSAFE_MODULES",
+    "fork_refusal",
+    "forked_worker",
+    "forking",
+    "keep_from_forks",
+    "probe_refusal",
+    "thread_count",
+]
+
+GO = "chute-go"
+"""What the consumer sends a forked worker once it has verified the fork."""
+
+UNSAFE_MODULES = {
+    "jax": "jax is imported (workers never hold jax)",
+    "jaxlib": "jaxlib is imported (workers never hold jax)",
+    "obstore": "obstore is imported (its runtime does not survive a fork)",
+}
+"""Modules whose presence in this process rules out forking, and why."""
+
+_CONSUMER_ENDS: weakref.WeakSet[Connection] = weakref.WeakSet()
+"""The consumer's ends of worker connections: a forked worker closes its copies."""
+
+
+def thread_count() -> int | None:
+    """The threads this process runs now (`/proc/self/task`), or None if unknown.
+
+    Example:
+        >>> thread_count() is None or thread_count() >= 1
+        True
+    """
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
+def fork_refusal() -> str | None:
+    """Why this process may not fork a worker now, or None if it may (then verify).
+
+    The checks that need no fork: the platform, the modules in `UNSAFE_MODULES`, and
+    Python threads. A None is not the final word: `thread_count()` right after the
+    fork must be 1 too (native threads are visible only there).
+
+    Example:
+        >>> import threading
+        >>> stop = threading.Event()
+        >>> thread = threading.Thread(target=stop.wait)
+        >>> thread.start()
+        >>> fork_refusal() is not None  # A Python thread runs.
+        True
+        >>> stop.set(); thread.join()
+    """
+    if not hasattr(os, "fork") or not sys.platform.startswith("linux"):
+        return f"this platform ({sys.platform}) cannot tell whether a fork is safe"
+    for name, reason in UNSAFE_MODULES.items():
+        if name in sys.modules:
+            return reason
+    threads = threading.active_count()
+    if threads != 1:
+        return f"{threads} Python threads run"
+    if thread_count() is None:
+        return "/proc/self/task cannot be read, so the threads cannot be counted"
+    return None
+
+
+def probe_refusal() -> str | None:
+    """Like `fork_refusal`, but also forks a child that exits at once, to count threads.
+
+    For deciding ahead of time (at `mp_prefetch`) whether the fork server will be
+    needed: threads visible now may be ones that stop for a fork (OpenBLAS's).
+    """
+    refusal = fork_refusal()
+    if refusal is not None or thread_count() == 1:
+        return refusal
+    with forking():
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        threads = thread_count()
+    if threads != 1:
+        os.kill(pid, signal.SIGKILL)  # It may hang on a lock of a thread it lacks.
+    os.waitpid(pid, 0)
+    return None if threads == 1 else f"{threads} threads ran when it forked"
+
+
+def keep_from_forks(connection: Connection) -> None:
+    """Has every worker forked from now on close its copy of `connection` (ours)."""
+    _CONSUMER_ENDS.add(connection)
+
+
+@contextlib.contextmanager
+def forking() -> Iterator[None]:
+    """Around `process.start()` with fork: SIGINT waits until the fork is done.
+
+    A Ctrl-C during the fork then reaches the parent after it, and the child after it
+    ignores SIGINT. Python 3.12+ warns when a multi-threaded process forks: that
+    child is killed unstarted (the thread count is checked), so the warning is moot.
+    """
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore", message=r".*multi-threaded.*fork", category=DeprecationWarning
+            )
+            yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _shed_inheritance() -> None:
+    """What a worker forked from the consumer does first (see the module docstring)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    with contextlib.suppress(ValueError, OSError):
+        signal.set_wakeup_fd(-1)
+    for number in signal.valid_signals():
+        if number == signal.SIGINT:
+            continue
+        with contextlib.suppress(ValueError, OSError, TypeError):
+            if callable(signal.getsignal(number)):
+                signal.signal(number, signal.SIG_DFL)
+    gc.freeze()  # The consumer's objects: never collected here, so never finalized.
+    for connection in list(_CONSUMER_ENDS):
+        if not connection.closed:
+            with contextlib.suppress(OSError):
+                connection.close()
+
+
+def forked_worker(connection: Connection, *worker_args: Any) -> None:
+    """The target of a worker forked from the consumer: waits for `GO`, then `worker_main`.
+
+    `worker_args` are those of `worker_main` after the connection. Anything but `GO`
+    (the consumer stops it, or it is gone) ends the child before it runs user code.
+    """
+    _shed_inheritance()
+    try:
+        go = connection.recv()
+    except (EOFError, OSError):
+        return
+    if go != GO:
+        return
+    worker, *rest = worker_args
+    worker_main(worker, connection, *rest)
