@@ -31,3 +31,14 @@ def test_a_small_dataset_is_shared_between_the_workers():
     spans = [units.span(n) for n in range(6)]
     assert spans == [(0, 1), (1, 3), (3, 5), (5, 7), (7, 9), (9, 10)]
     assert units.restart(4) == 0 and units.span(0) == (4, 5)
+
+
+def test_after_a_restore_the_first_unit_goes_to_the_first_worker():
+    from chute_execution import ChunkPlan, MultiprocessingOptions, MultiprocessPrefetchIter
+
+    plan = ChunkPlan(range(100), [], chunk_size=10)
+    it = MultiprocessPrefetchIter(plan, MultiprocessingOptions(num_workers=2))
+    assert [it.worker_of(unit) for unit in range(4)] == [0, 1, 0, 1]
+    it.set_state({"position": 50, "offset": 0})  # Grid chunk 5: the first unit now.
+    assert [it.worker_of(unit) for unit in range(5, 9)] == [0, 1, 0, 1]
+    assert list(it) == list(range(50, 100))

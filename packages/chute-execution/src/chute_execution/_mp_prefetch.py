@@ -92,7 +92,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         self._leases = LeaseBook(default_budget())
         self._pool_serial = 0
         self._finalizer = weakref.finalize(self, self._resources.release)
-        self._chunk = 0
+        self._chunk = self._first_unit = 0  # The first unit since the start or restore.
         self._offset = 0
         self._outputs: list[Any] | None = None
         self._failure: Exception | None = None  # Raised once the outputs before it are out.
@@ -267,7 +267,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
                     f"({self._plan.num_chunks})."
                 )
             position = min(chunk * self._plan.chunk_size, len(self._plan.dataset))
-        self._chunk = self._spans.restart(position)
+        self._chunk = self._first_unit = self._spans.restart(position)
         self._offset, self._outputs = offset, None
         # A state saved in a unit of another cut may count outputs past this first unit.
         self._carry = keys is not None or self._spans.adaptive
@@ -308,8 +308,11 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         return span
 
     def worker_of(self, chunk: int) -> int:
-        """The worker that runs unit `chunk`: grid chunk `c` on worker `c % num_workers`."""
-        return chunk % max(1, self._options.num_workers)
+        """The worker that runs unit `chunk`: in turn from worker 0 at the first unit.
+
+        So after a restore the first unit goes to the worker that starts first.
+        """
+        return (chunk - self._first_unit) % max(1, self._options.num_workers)
 
     def sent(self, chunk: int) -> None:
         """Notes when unit `chunk` went to its worker (for the adaptive cut's timing)."""
