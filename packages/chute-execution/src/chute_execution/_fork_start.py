@@ -29,13 +29,16 @@ import contextlib
 import gc
 import os
 import signal
-import sys
-import threading
-import warnings
 import weakref
-from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
+
+from chute_sources.internal import (
+    UNSAFE_MODULES,
+    fork_refusal,
+    forking,
+    thread_count,
+)
 
 from ._worker import worker_main
 
@@ -53,57 +56,8 @@ __all__ = [
 GO = "chute-go"
 """What the consumer sends a forked worker once it has verified the fork."""
 
-UNSAFE_MODULES = {
-    "jax": "jax is imported (workers never hold jax)",
-    "jaxlib": "jaxlib is imported (workers never hold jax)",
-    "obstore": "obstore is imported (its runtime does not survive a fork)",
-}
-"""Modules whose presence in this process rules out forking, and why."""
-
 _CONSUMER_ENDS: weakref.WeakSet[Connection] = weakref.WeakSet()
 """The consumer's ends of worker connections: a forked worker closes its copies."""
-
-
-def thread_count() -> int | None:
-    """The threads this process runs now (`/proc/self/task`), or None if unknown.
-
-    Example:
-        >>> thread_count() is None or thread_count() >= 1
-        True
-    """
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return None
-
-
-def fork_refusal() -> str | None:
-    """Why this process may not fork a worker now, or None if it may (then verify).
-
-    The checks that need no fork: the platform, the modules in `UNSAFE_MODULES`, and
-    Python threads. A None is not the final word: `thread_count()` right after the
-    fork must be 1 too (native threads are visible only there).
-
-    Example:
-        >>> import threading
-        >>> stop = threading.Event()
-        >>> thread = threading.Thread(target=stop.wait)
-        >>> thread.start()
-        >>> fork_refusal() is not None  # A Python thread runs.
-        True
-        >>> stop.set(); thread.join()
-    """
-    if not hasattr(os, "fork") or not sys.platform.startswith("linux"):
-        return f"this platform ({sys.platform}) cannot tell whether a fork is safe"
-    for name, reason in UNSAFE_MODULES.items():
-        if name in sys.modules:
-            return reason
-    threads = threading.active_count()
-    if threads != 1:
-        return f"{threads} Python threads run"
-    if thread_count() is None:
-        return "/proc/self/task cannot be read, so the threads cannot be counted"
-    return None
 
 
 def probe_refusal() -> str | None:
@@ -129,25 +83,6 @@ def probe_refusal() -> str | None:
 def keep_from_forks(connection: Connection) -> None:
     """Has every worker forked from now on close its copy of `connection` (ours)."""
     _CONSUMER_ENDS.add(connection)
-
-
-@contextlib.contextmanager
-def forking() -> Iterator[None]:
-    """Around `process.start()` with fork: SIGINT waits until the fork is done.
-
-    A Ctrl-C during the fork then reaches the parent after it, and the child after it
-    ignores SIGINT. Python 3.12+ warns when a multi-threaded process forks: that
-    child is killed unstarted (the thread count is checked), so the warning is moot.
-    """
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings(
-                "ignore", message=r".*multi-threaded.*fork", category=DeprecationWarning
-            )
-            yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def _shed_inheritance() -> None:

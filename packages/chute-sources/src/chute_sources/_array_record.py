@@ -18,6 +18,7 @@ from ._base import Source
 from ._codec import MAGIC, decode_record
 from ._distinct import distinct
 from ._errors import SourceFileError, SourceFileNotFoundError
+from ._fork import map_in_fork
 from ._paths import PathLike, display_paths, expand_paths
 from ._record_errors import located
 from ._remote._client import ObjectInfo, client_for
@@ -197,7 +198,19 @@ class ArrayRecordSource(Source[Any]):
         )
 
     def _count_records(self, files: list[str]) -> list[int]:
+        """The records of each file, from its footer.
+
+        Local files are counted in a forked child where that is safe (`map_in_fork`):
+        opening a reader starts ArrayRecord's pool of native threads for good, and a
+        process that runs them cannot fork its workers (they then start from the fork
+        server, hundreds of milliseconds later).
+        """
         remote = {info.url: info for info in self._remote.infos.values()} if self._remote else {}
+        if not remote:
+            options = self._options
+            counted = map_in_fork(lambda file: _count_local(file, options), files)
+            if counted is not None:
+                return counted
 
         def count(file: str) -> int:
             if file in remote:
@@ -205,11 +218,7 @@ class ArrayRecordSource(Source[Any]):
                 return self._remote.count_records(
                     remote[file], lambda path: open_array_record_reader(path, self._options)
                 )
-            reader = open_array_record_reader(file, self._options)
-            try:
-                return int(reader.num_records())
-            finally:
-                reader.close()
+            return _count_local(file, self._options)
 
         if len(files) == 1:
             return [count(files[0])]
@@ -355,6 +364,14 @@ class ArrayRecordSource(Source[Any]):
     def _params(self) -> dict[str, Any]:
         files = [i.filename for i in self._instructions]
         return {"paths": display_paths(files), "num_records": len(self), "decode": self._decode}
+
+
+def _count_local(file: str, options: str) -> int:
+    reader = open_array_record_reader(file, options)
+    try:
+        return int(reader.num_records())
+    finally:
+        reader.close()
 
 
 def _file_size(filename: str) -> int:

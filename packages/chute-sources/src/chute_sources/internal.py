@@ -41,6 +41,7 @@ from ._checks import (
 from ._codec import MAGIC
 from ._distinct import distinct
 from ._error_budget import KEEP, ErrorLedger, Key, SkippedElement, active_ledger, ledger_scope
+from ._fork import UNSAFE_MODULES, fork_refusal, forking, map_in_fork, thread_count
 from ._pipeline import PositionLayout, WrapperLayout
 from ._shm import (
     SHM_DIR_ENV,
@@ -55,15 +56,16 @@ from ._shm import (
 )
 
 __all__ = [
+    "ErrorLedger",
     "KEEP",
+    "Key",
     "MAGIC",
     "MAX_SEED",
     "PositionLayout",
     "SHM_DIR_ENV",
     "SHM_PREFIX",
-    "ErrorLedger",
-    "Key",
     "SkippedElement",
+    "UNSAFE_MODULES",
     "WrapperLayout",
     "active_ledger",
     "check_bool",
@@ -77,7 +79,10 @@ __all__ = [
     "check_weights",
     "create_segment_file",
     "distinct",
+    "fork_refusal",
+    "forking",
     "ledger_scope",
+    "map_in_fork",
     "new_segment_path",
     "no_space_error",
     "owner_tag_of",
@@ -90,4 +95,5 @@ __all__ = [
     "state_parent",
     "state_position",
     "state_value",
+    "thread_count",
 ]
