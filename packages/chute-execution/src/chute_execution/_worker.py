@@ -14,6 +14,7 @@ When the consumer's end of the connection closes (the consumer exited or was kil
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import multiprocessing
 import multiprocessing.connection
@@ -32,7 +33,10 @@ from ._chunk_trace import ChunkTrace
 from ._shipping import unship
 from ._transport.writer import SlabWriter
 
-__all__ = ["WorkerFailure", "load_plan", "worker_main"]
+__all__ = ["STOPPED", "WorkerFailure", "load_plan", "worker_main"]
+
+STOPPED = "stopped"
+"""What a worker sends once it has stopped on request, its slabs given back."""
 
 
 class WorkerFailure:
@@ -298,5 +302,8 @@ def worker_main(
     finally:
         with exiting:  # Waits (for good) if the parent watch is ending the process.
             writer.close(keep_as=keep_as[0] if stop else None)  # Stopped: kept for reuse.
+            if stop:  # The consumer need not wait for this process to exit.
+                with contextlib.suppress(OSError, ValueError):
+                    connection.send((STOPPED,))
             connection.close()
             sys.stdout.flush()

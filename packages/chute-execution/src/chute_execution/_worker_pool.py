@@ -25,7 +25,7 @@ from ._fork_start import (
     thread_count,
 )
 from ._mp_options import MultiprocessingOptions
-from ._worker import worker_main
+from ._worker import STOPPED, worker_main
 
 __all__ = ["WorkerDiedError", "WorkerPool", "WorkerTimeoutError"]
 
@@ -161,16 +161,58 @@ def _describe_exit(process: BaseProcess) -> str:
     return f"exited with code {code}"
 
 
+_LINGERING: list[tuple[BaseProcess, float]] = []
+"""Workers that confirmed their stop and are exiting, with when: reaped later."""
+
+
+def _reap_lingering() -> None:
+    """Reaps workers that have exited since they confirmed their stop (no zombies).
+
+    One still there `_JOIN_SECONDS` after its confirmation is stopped by signal.
+    """
+    now = time.monotonic()
+    for process, since in list(_LINGERING):
+        if process.is_alive() and now - since > _JOIN_SECONDS:
+            process.kill()
+            process.join(_JOIN_SECONDS)
+        if not process.is_alive():
+            _LINGERING.remove((process, since))
+
+
+def _confirmed(connection: Connection, deadline: float) -> bool:
+    """Waits until the worker confirms its stop (reading past results it sent before)."""
+    try:
+        while connection.poll(max(0.0, deadline - time.monotonic())):
+            message = connection.recv()
+            if message == (STOPPED,):
+                return True
+    except (EOFError, OSError):
+        pass
+    return False
+
+
 def _shutdown(processes: list[BaseProcess], connections: list[Connection]) -> None:
+    """Stops the workers: politely, then by signal; all within a few seconds.
+
+    A worker that confirms its stop has given its slabs back and ends on its own:
+    its exit (freeing its memory takes milliseconds) is not waited for; it is reaped
+    by the next pool or at exit.
+    """
     for connection in connections:
         try:
             connection.send(None)
         except (OSError, ValueError):
             pass
     deadline = time.monotonic() + _JOIN_SECONDS  # For all of them together.
-    for process in processes:
+    stopping = []
+    for process, connection in zip(processes, connections, strict=True):
+        if _confirmed(connection, deadline):
+            _LINGERING.append((process, time.monotonic()))
+        else:
+            stopping.append(process)
+    for process in stopping:
         process.join(max(0.0, deadline - time.monotonic()))
-    for process in processes:
+    for process in stopping:
         if process.is_alive():
             process.terminate()
             process.join(_JOIN_SECONDS)
@@ -179,6 +221,7 @@ def _shutdown(processes: list[BaseProcess], connections: list[Connection]) -> No
             process.join(_JOIN_SECONDS)
     for connection in connections:
         connection.close()
+    _reap_lingering()
 
 
 class WorkerPool:

@@ -106,6 +106,7 @@ class SlabWriter:
         self._next_token = 0
         self._last_needed = 0  # Bytes of slab the last message took: an arena's size.
         self._closed = False
+        self._kept: list[Slab] = []  # Slabs left to the consumer, still mapped here.
         self._condition = threading.Condition()
         self._paths: set[str] = set()
         self._finalizer = weakref.finalize(self, _unlink_all, self._paths, os.getpid())
@@ -351,7 +352,9 @@ class SlabWriter:
             keep_as: for a worker stopped normally: the slabs the consumer holds no
                 views into (not leased) are not unlinked but renamed to
                 `chute-<keep_as>-<random hex>`, a name of the consumer's, for it to take
-                over (`SlabPool.adopt`). Leased slabs are unlinked all the same.
+                over (`SlabPool.adopt`). Leased slabs are unlinked all the same. The
+                kept slabs stay mapped until the writer is garbage: a stopped worker
+                exits right after, and its exit unmaps them at no extra cost.
         """
         with self._condition:
             self._closed = True
@@ -364,14 +367,17 @@ class SlabWriter:
         for slot, slab in enumerate(slabs):
             if slab is None:
                 continue
-            slab.close()
             if keep_as is not None and slot not in leased:
                 target = str(slab_path(f"{SHM_PREFIX}{keep_as}-{secrets.token_hex(6)}"))
                 try:
                     os.rename(slab.path, target)
                 except OSError:
-                    continue  # Unlinked with the others below.
-                self._paths.discard(slab.path)
+                    pass  # Unlinked with the others below.
+                else:
+                    self._paths.discard(slab.path)
+                    self._kept.append(slab)  # Unmapped with the writer (a worker exits).
+                    continue
+            slab.close()
         self._finalizer()
 
     def __enter__(self) -> SlabWriter:
