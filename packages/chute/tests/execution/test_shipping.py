@@ -126,7 +126,8 @@ def test_what_cannot_travel_is_refused_before_any_worker_starts(
         f"which cannot be pickled (TypeError: {reason}"
     )
     assert "create it in the worker instead" in str(caught.value)
-    assert multiprocessing.active_children() == before
+    # No worker started (an earlier test's stopped workers may still be exiting).
+    assert set(multiprocessing.active_children()) <= set(before)
 
 
 def test_an_open_file_and_a_socket_are_refused_naming_where_they_are(tmp_path):
