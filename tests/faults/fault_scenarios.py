@@ -162,6 +162,10 @@ def _finish(
     del it
     gc.collect()
     stopped = wait_until(lambda: not any(map(alive, workers)))
+    # The slabs of workers that stopped normally are kept for the next iterator until
+    # the process exits or frees them (`chute.free_idle_slabs`): the check is then
+    # that nothing else is left, and that they can be freed.
+    chute.free_idle_slabs()
     owners = [os.getpid(), *workers]
     wait_until(lambda: not segments(owners))
     return Outcome(

@@ -16,7 +16,7 @@ from chute_sources.internal import (
 )
 
 from ._chunk_plan import ChunkPlan
-from ._transport.pool import POOL
+from ._transport.pool import POOL, budget
 from ._transport.reader import SlabReader
 from ._transport.slab import unlink_quietly
 from ._worker import WorkerFailure
@@ -93,12 +93,13 @@ class Resources:
         chute process would reclaim.
         """
         self.pool, self.reader = pool, SlabReader()
-        self._kept = f"{owner_tag_of(os.getpid())}-kept{secrets.token_hex(4)}"
+        keeping = budget() > 0  # Else the workers unlink their slabs when they stop.
+        self._kept = f"{owner_tag_of(os.getpid())}-kept{secrets.token_hex(4)}" if keeping else ""
         workers = pool.num_workers
         slabs = POOL.take(workers * slabs_per_worker)  # Largest first: dealt round.
         self._given = [name for name, _ in slabs]
         for worker in range(workers):
-            pool.send(worker, ("adopt", slabs[worker::workers], self._kept))
+            pool.send(worker, ("adopt", slabs[worker::workers], self._kept or None))
 
     def release(self) -> None:
         """Stops the workers and frees the slabs; safe from any thread, idempotent."""
@@ -122,6 +123,8 @@ class Resources:
         folder = shm_dir()
         for name in given:  # Given to a worker that ended before taking them over.
             unlink_quietly(str(folder / name))
+        if not kept:
+            return
         prefix = f"{SHM_PREFIX}{kept}-"
         try:
             names = [name for name in os.listdir(folder) if name.startswith(prefix)]
