@@ -175,3 +175,22 @@ def test_the_budget_is_an_eighth_of_the_folder_at_most_512_mib_and_none_if_small
     usage = type("Usage", (), {"total": folder_bytes, "used": 0, "free": folder_bytes})
     monkeypatch.setattr(pool_module.shutil, "disk_usage", lambda path: usage)
     assert pool_module.budget() == kept
+
+
+def test_the_consumer_maps_a_kept_slab_once_for_all_iterators(monkeypatch):
+    from chute_execution._transport import reader as reader_module
+
+    attached = []
+    attach = reader_module.Slab.attach
+
+    def counted(name, size, **kwargs):  # The real attach, counted.
+        attached.append(name)
+        return attach(name, size, **kwargs)
+
+    monkeypatch.setattr(reader_module.Slab, "attach", counted)
+    assert _firsts(_iterator()) == list(range(24))
+    first = len(attached)
+    assert first > 0
+    for _ in range(2):
+        assert _firsts(_iterator()) == list(range(24))
+    assert len(attached) == first  # Later iterators reuse the mappings of kept slabs.

@@ -111,6 +111,7 @@ class Resources:
             pool.close()
             self._keep_slabs(kept, given)
         if reader is not None:
+            reader.hand_over_mappings()  # Of the slabs just kept: mapped for the next.
             # Workers unlink their slabs when they exit; a killed one cannot: unlink what
             # we saw of it, and reclaim what it made but never sent (it is reaped now).
             reader.unlink_all_seen()

@@ -6,7 +6,9 @@ iterator's workers stop normally, they leave their slabs in place (those the con
 does not still hold views into), and the consumer takes them over: it renames each
 into its own name (`chute-<its pid>-...-pool-...`) and keeps it here. The workers of
 the next iterator started by this process each take some at start, rename them into
-their own names and map them: their pages are already there.
+their own names and map them: their pages are already there. This process keeps its
+own mappings of the kept slabs too (`keep_mappings`), and the next iterator's reader
+takes them up again (`mapping`, by inode, whatever the slab's name is by then).
 
 Bounds and lifetimes:
 
@@ -29,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import threading
@@ -36,7 +39,7 @@ from collections.abc import Iterable
 
 from chute_sources.internal import SHM_PREFIX, new_segment_path, shm_dir
 
-from .slab import unlink_quietly
+from .slab import Slab, unlink_quietly
 
 __all__ = ["POOL", "SlabPool", "budget", "free_idle_slabs"]
 
@@ -67,12 +70,52 @@ class SlabPool:
     def __init__(self) -> None:
         self._owner = os.getpid()
         self._slabs: list[tuple[str, int]] = []  # (path, size), oldest first.
+        self._mapped: dict[int, Slab] = {}  # By inode: our mappings of slabs kept.
         self._lock = threading.Lock()
 
     def _mine(self) -> list[tuple[str, int]]:
         if os.getpid() != self._owner:  # A forked child: start empty, own nothing.
             self._owner, self._slabs, self._lock = os.getpid(), [], threading.Lock()
+            self._mapped = {}  # The parent's mappings: left alone.
         return self._slabs
+
+    def keep_mappings(self, slabs: Iterable[Slab]) -> None:
+        """Keeps this process's mappings of slabs now in the pool, for the next reader.
+
+        A reader maps each slab its workers write to (`SlabReader`); when the workers
+        of a later iterator write to a slab of the pool, mapping it again would cost
+        as much as the first time. Mappings of slabs not in the pool are closed, and
+        so are those kept before that no reader took (their slab may be gone).
+        """
+        with self._lock:
+            pooled: set[int] = set()
+            for path, _ in self._mine():
+                with contextlib.suppress(OSError):
+                    pooled.add(os.stat(path).st_ino)
+            stale, self._mapped = list(self._mapped.values()), {}
+            for slab in slabs:
+                if slab.inode in pooled and slab.inode not in self._mapped:
+                    self._mapped[slab.inode] = slab
+                else:
+                    stale.append(slab)
+        for slab in stale:
+            slab.close()
+
+    def mapping(self, path: str, size: int) -> Slab | None:
+        """A kept mapping of the slab at `path` (renamed since, maybe), if it has `size`."""
+        with self._lock:
+            if not self._mapped or os.getpid() != self._owner:
+                return None
+            try:
+                inode = os.stat(path).st_ino
+            except OSError:
+                return None
+            slab = self._mapped.get(inode)
+            if slab is None or slab.size < size:
+                return None
+            del self._mapped[inode]
+        slab.path = path  # Its name now.
+        return slab
 
     def adopt(self, paths: Iterable[str]) -> int:
         """Takes over the slabs at `paths` (of workers that stopped); returns how many.
@@ -127,6 +170,9 @@ class SlabPool:
         with self._lock:
             owner = self._owner
             slabs, self._slabs = self._mine(), []
+            mapped, self._mapped = list(self._mapped.values()), {}
+        for slab in mapped:
+            slab.close()
         for path, _ in slabs:
             unlink_quietly(path)
         if os.getpid() == owner:

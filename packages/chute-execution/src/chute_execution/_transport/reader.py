@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from .codec import SlabMessage, loads
+from .pool import POOL
 from .slab import Slab, slab_path, unlink_quietly
 
 __all__ = ["SlabReader"]
@@ -144,6 +145,12 @@ class SlabReader:
             paths = set().union(*self._seen.values())
         return sorted(os.path.basename(p) for p in paths if unlink_quietly(p))
 
+    def hand_over_mappings(self) -> None:
+        """Gives the mappings of slabs now in the pool to it (`SlabPool.keep_mappings`)."""
+        with self._lock:
+            slabs, self._slabs = list(self._slabs.values()), {}
+        POOL.keep_mappings(slabs)
+
     def close(self) -> None:
         """Unmaps every slab (arrays already read stay valid: they are copies)."""
         with self._lock:
@@ -166,8 +173,11 @@ class SlabReader:
             slab = self._slabs.get(key)
             if slab is not None and slab.name == message.slab:
                 return slab
-            self._seen.setdefault(message.writer, set()).add(str(slab_path(message.slab)))
-            new = Slab.attach(message.slab, message.slab_size, writable=True)
+            path = str(slab_path(message.slab))
+            self._seen.setdefault(message.writer, set()).add(path)
+            new = POOL.mapping(path, message.slab_size)  # A slab of the pool, still mapped.
+            if new is None:
+                new = Slab.attach(message.slab, message.slab_size, writable=True)
             self._slabs[key] = new
         if slab is not None:  # The writer replaced this slot's slab by a larger one.
             slab.close()

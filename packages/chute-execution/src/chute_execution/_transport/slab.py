@@ -74,6 +74,8 @@ class Slab:
     def __init__(self, path: str, size: int, mapping: mmap.mmap) -> None:
         self.path = path
         self.size = size
+        self.inode = -1
+        """The file's inode (`attach` sets it): the same slab under any later name."""
         self._mapping: mmap.mmap | None = mapping
         self.array: np.ndarray[Any, np.dtype[np.uint8]] = np.frombuffer(mapping, np.uint8)
 
@@ -132,9 +134,12 @@ class Slab:
                 )
             prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
             mapping = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _POPULATE, prot=prot)
+            inode = os.fstat(fd).st_ino
         finally:
             os.close(fd)
-        return cls(str(path), size, mapping)
+        slab = cls(str(path), size, mapping)
+        slab.inode = inode
+        return slab
 
     def region(self, start: int, stop: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
         """A new `uint8` array over bytes `[start, stop)` whose `.base` is the mapping.
