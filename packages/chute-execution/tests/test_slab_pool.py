@@ -132,6 +132,8 @@ def test_nothing_is_left_in_shared_memory_after_the_process_exits():
     assert left == []
 
 
+# jax, imported by other tests of the session, warns at any fork; this child runs no jax.
+@pytest.mark.filterwarnings(r"ignore:os\.fork\(\) was called:RuntimeWarning")
 def test_a_forked_child_sees_an_empty_pool_and_leaves_the_parents_alone():
     _firsts(_iterator())
     kept = _pool_inodes()

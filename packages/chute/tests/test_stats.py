@@ -90,3 +90,10 @@ def test_progress_bar_counts_elements(capsys):
 
     assert list(ProgressIterator(iter("abc"), disable=False)) == ["a", "b", "c"]
     assert "3 elements" in capsys.readouterr().err
+
+
+def test_a_batch_taking_many_elements_at_once_still_counts_each():
+    it = chute.MapDataset.range(7).to_iter_dataset().batch(3).iter(stats=True)
+    assert [b.tolist() for b in it] == [[0, 1, 2], [3, 4, 5], [6]]
+    reader, batch = it.stats().stages
+    assert (reader.elements, batch.elements) == (7, 3)

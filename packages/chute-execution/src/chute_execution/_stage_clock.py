@@ -7,6 +7,7 @@ its `next()` took minus the time of the stages it called, which share one `stack
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
@@ -50,6 +51,33 @@ class StageClock:
                 stack[-1] += elapsed
         self.elements += 1
         return element
+
+    def next_many(self, count: int) -> list[Any]:
+        """Up to `count` elements, as `count` calls of `next` would give; all timed.
+
+        A consumer that takes many elements at once (a batch) calls this: the timed
+        iterator's own `next_many` if it has one (one timed call), else `next` in turn.
+
+        Example:
+            >>> clock = StageClock(iter(range(5)), [])
+            >>> clock.next_many(3), clock.next_many(3), clock.elements
+            ([0, 1, 2], [3, 4], 5)
+        """
+        many = getattr(self.inner, "next_many", None)
+        if many is None:
+            return list(itertools.islice(self, count))
+        stack = self.stack
+        stack.append(0.0)
+        start = time.perf_counter()
+        try:
+            elements: list[Any] = many(count)
+        finally:
+            elapsed = time.perf_counter() - start
+            self.seconds += elapsed - stack.pop()
+            if stack:
+                stack[-1] += elapsed
+        self.elements += len(elements)
+        return elements
 
     def close(self) -> None:
         """Closes the timed iterator (see `chute_samplers.IterNode.close`)."""

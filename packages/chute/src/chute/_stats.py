@@ -157,6 +157,12 @@ class _Timed(StageClock):
             self._recorder.started = time.perf_counter()
         return super().__next__()
 
+    def next_many(self, count: int) -> list[Any]:
+        """`StageClock.next_many`, starting the wall clock if this is the first call."""
+        if self._recorder.started is None:
+            self._recorder.started = time.perf_counter()
+        return super().next_many(count)
+
     def stats(self) -> Stats:
         """The statistics of the whole pipeline this iterator ends."""
         return self._recorder.stats()
