@@ -1,17 +1,10 @@
 """Forking workers straight from the consumer, only while that is provably safe.
 
-A fork copies one thread: the one that forks. A lock another thread held at that
-moment stays held forever in the child, so forking a process that runs other threads
-(jax's, ArrayRecord's readers, obstore's runtime, a Python thread) can deadlock the
-child. The start method "auto" therefore forks only when:
-
-- no module known to be unsafe in a forked child is imported (`UNSAFE_MODULES`: jax,
-  which workers must never hold, and obstore, whose runtime does not survive a fork);
-- no Python thread but this one runs (`threading.active_count() == 1`);
-- right after the fork, this process has a single thread (`/proc/self/task`). Native
-  libraries that stop their own threads for a fork (OpenBLAS, which NumPy loads, does)
-  pass; any other thread fails it, and the child is killed before it ran any code of
-  the user's: it waits for a go (`GO`) that only a verified fork gets.
+The checks are the sources layer's (`chute_sources.internal.fork_refusal`, and one
+thread in `/proc/self/task` right after the fork): no jax or obstore imported, no
+other Python thread, no native thread that does not stop for a fork. A child whose
+fork fails the last check is killed before it ran any code of the user's: it waits for
+a go (`GO`) that only a verified fork gets.
 
 The child (`forked_worker`) then sheds what it inherited and must not act on: it
 ignores SIGINT (blocked by the parent across the fork, so a Ctrl-C at that instant
