@@ -9,7 +9,8 @@ Targets (issue 21), as ratios measured in one run:
   (`ImagePipeline.track_ratio_two_workers_to_plain_loop`, start included;
   `track_steady_ratio_two_workers_to_plain_loop`, after the first batch);
 - time to first batch with 2 workers: < 150 ms from `iter()` for the first loader of a
-  fresh process (cold), < 60 ms for a second iterator in the same process (warm).
+  fresh process (cold), < 60 ms for a second iterator in the same process (warm,
+  on the workers the first one parked).
 
 Worker functions live at module level so that workers started by the fork server can
 import them."""
@@ -164,9 +165,11 @@ class SmallElements:
 class LargeArrays:
     """384 arrays of 2 MiB made in 2 workers -> batch(8) (MB/s and ratio to memcpy).
 
-    `time_iterate` and `track_ratio_to_memcpy` include starting the workers and
-    faulting in their slabs; `track_steady_ratio_to_memcpy` is the steady state of a
-    longer stream. The baseline copies the same 768 MiB once in this process.
+    `time_iterate` and `track_ratio_to_memcpy` include starting the iterator: its
+    workers are those the last one parked (`idle_worker_seconds`), as in a loop over
+    epochs; `track_ratio_to_memcpy_fresh_workers` starts new worker processes each
+    time (and faults in their heaps); `track_steady_ratio_to_memcpy` is the steady
+    state of a longer stream. The baseline copies the same 768 MiB once in this process.
     """
 
     timer = timeit.default_timer
@@ -175,6 +178,7 @@ class LargeArrays:
 
     def setup(self) -> None:
         self.ds = self._arrays(ARRAYS)
+        self.fresh = self._arrays(ARRAYS, idle_worker_seconds=0)
         self.long = self._arrays(LONG_ARRAYS)
         self.src = np.ones(ARRAYS * ARRAY_BYTES // 4, np.float32)
         self.dst = np.empty_like(self.src)
@@ -197,10 +201,23 @@ class LargeArrays:
 
     track_ratio_to_memcpy.unit = "ratio"  # type: ignore[attr-defined]
 
+    def _iterate_fresh(self) -> None:
+        for _ in self.fresh:
+            pass
+
+    def track_ratio_to_memcpy_fresh_workers(self) -> float:
+        """`track_ratio_to_memcpy` with new worker processes for each iterator."""
+        ours = median_seconds(self._iterate_fresh, repeats=3)
+        return median_seconds(self._memcpy, repeats=5) / ours
+
+    track_ratio_to_memcpy_fresh_workers.unit = "ratio"  # type: ignore[attr-defined]
+
     @staticmethod
-    def _arrays(count: int) -> chute.IterDataset[np.ndarray]:
+    def _arrays(count: int, idle_worker_seconds: float = 30.0) -> chute.IterDataset[np.ndarray]:
         base = chute.MapDataset.range(count).to_iter_dataset().map(make_array)
-        options = chute.MultiprocessingOptions(num_workers=2)
+        options = chute.MultiprocessingOptions(
+            num_workers=2, idle_worker_seconds=idle_worker_seconds
+        )
         return base.mp_prefetch(options, chunk_size=8).batch(8)
 
     def _steady_seconds_per_batch(self) -> float:
@@ -245,7 +262,7 @@ def main():
     ds = ds.mp_prefetch(options).batch(32)
     cold = first_batch(ds)
     total = time.perf_counter() - start
-    warm = first_batch(ds)  # The first iterator is garbage by now: its workers stopped.
+    warm = first_batch(ds)  # The first iterator is garbage: this one takes its workers over.
     print(cold, total, warm)
 
 
@@ -265,7 +282,8 @@ def cold_first_batch(start_method: str = "auto") -> tuple[float, float, float, f
         Seconds from `iter()` to the first batch (2 workers, first loader of the
         process), from the start of the script to it, of the whole process
         (interpreter start and exit included), and from `iter()` to the first batch
-        of a second iterator of the same dataset (warm).
+        of a second iterator of the same dataset (warm: it takes over the workers
+        the first one parked).
     """
     with tempfile.TemporaryDirectory(prefix="chute-bench-cold-") as folder:
         script = os.path.join(folder, "first_batch.py")
@@ -281,7 +299,11 @@ def cold_first_batch(start_method: str = "auto") -> tuple[float, float, float, f
 
 
 class TimeToFirstBatch:
-    """Seconds from `iter()` to the first batch with 2 workers (fresh processes)."""
+    """Seconds from `iter()` to the first batch with 2 workers.
+
+    Cold: the first loader of a fresh process starts its workers; warm: a second
+    iterator takes over the workers the first one parked.
+    """
 
     timer = timeit.default_timer
     number = 1
@@ -294,7 +316,7 @@ class TimeToFirstBatch:
     def time_first_batch(self) -> None:
         it = iter(self.ds)
         next(it)
-        del it  # Stops the workers (they are tied to the iterator's lifetime).
+        del it  # Parks the workers: the next run takes them over (`idle_worker_seconds`).
 
     def track_cold_first_batch_seconds(self) -> float:
         """From `iter()` to the first batch, first loader of a fresh process (target < 0.15)."""
@@ -354,10 +376,14 @@ class ImagePipeline:
         return seconds_in_fork(self._plain, prepare=self._plain)  # A first pass, untimed.
 
     _options = chute.MultiprocessingOptions(num_workers=2)
+    _fresh_options = chute.MultiprocessingOptions(num_workers=2, idle_worker_seconds=0)
 
-    def _workers(self) -> None:
-        for _ in self.pipeline.mp_prefetch(self._options, chunk_size=128).batch(128):
+    def _workers(self, options: chute.MultiprocessingOptions = _options) -> None:
+        for _ in self.pipeline.mp_prefetch(options, chunk_size=128).batch(128):
             pass
+
+    def _fresh_workers(self) -> None:
+        self._workers(self._fresh_options)
 
     def time_two_workers(self) -> None:
         self._workers()
@@ -365,22 +391,32 @@ class ImagePipeline:
     def track_ratio_two_workers_to_plain_loop(self) -> float:
         """The plain loop's time (1 core) over the pipeline's with 2 workers (start included).
 
-        Both warm, alternately, medians of 3: ours in this process after a first run;
-        the plain loop in a child forked from it (`_plain_seconds`) after a first pass
-        there (reading ArrayRecord files starts native threads, which must not run here,
-        where the pipeline forks its workers).
+        Both warm, alternately, medians of 3: ours in this process after a first run
+        (each iterator takes over the workers the last one parked, as in a loop over
+        epochs); the plain loop in a child forked from it (`_plain_seconds`) after a
+        first pass there (reading ArrayRecord files starts native threads, which must
+        not run here, where the pipeline forks its workers).
         """
-        self._workers()
+        return self._ratio_to_plain_loop(self._workers)
+
+    track_ratio_two_workers_to_plain_loop.unit = "ratio"  # type: ignore[attr-defined]
+
+    def track_ratio_two_fresh_workers_to_plain_loop(self) -> float:
+        """`track_ratio_two_workers_to_plain_loop` with new worker processes each time."""
+        return self._ratio_to_plain_loop(self._fresh_workers)
+
+    track_ratio_two_fresh_workers_to_plain_loop.unit = "ratio"  # type: ignore[attr-defined]
+
+    def _ratio_to_plain_loop(self, ours_run: Callable[[], None]) -> float:
+        ours_run()
         ratios = []
         for repeat in range(3):
             if repeat % 2 == 0:
-                plain, ours = self._plain_seconds(), median_seconds(self._workers, repeats=1)
+                plain, ours = self._plain_seconds(), median_seconds(ours_run, repeats=1)
             else:
-                ours, plain = median_seconds(self._workers, repeats=1), self._plain_seconds()
+                ours, plain = median_seconds(ours_run, repeats=1), self._plain_seconds()
             ratios.append(plain / ours)
         return statistics.median(ratios)
-
-    track_ratio_two_workers_to_plain_loop.unit = "ratio"  # type: ignore[attr-defined]
 
     def _workers_after_first_batch(self) -> float:
         """Seconds from the first batch to the end (the workers run, their start is past)."""

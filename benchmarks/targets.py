@@ -3,9 +3,11 @@
 `uv run --frozen python -m benchmarks.targets [NAME ...]` calls each benchmark's
 `track_` method 5 times in this process and prints the median, every value, the load
 average before and after, and whether the target holds. NAMES (all by default):
-`per_element`, `images`, `images_steady`, `arrays`, `arrays_steady`, `cold`, `warm`,
-`restore`, `data_loader`. Timings on a shared 2-core machine are noisy: read the load
-average with each figure.
+`per_element`, `images`, `images_fresh`, `images_steady`, `arrays`, `arrays_fresh`,
+`arrays_steady`, `cold`, `warm`, `restore`, `data_loader`. Timings on a shared 2-core
+machine are noisy: read the load average with each figure. The `_fresh` figures start
+new worker processes for each iterator (`idle_worker_seconds=0`); the others take over
+the workers the last iterator parked, as a loop over epochs does.
 """
 
 from __future__ import annotations
@@ -28,10 +30,14 @@ TARGETS: list[tuple[str, str, type, str, tuple[Any, ...], str]] = [
      datasets.ShuffleMapBatch, "track_ratio_to_plain_loop", (), ">= 0.9"),
     ("images", "images, 2 workers / 1-core plain loop, start included",
      workers.ImagePipeline, "track_ratio_two_workers_to_plain_loop", (), ">= 1.6"),
+    ("images_fresh", "images, 2 new workers each time / 1-core plain loop, start included",
+     workers.ImagePipeline, "track_ratio_two_fresh_workers_to_plain_loop", (), ">= 1.6"),
     ("images_steady", "images, 2 workers / 1-core plain loop, after the first batch",
      workers.ImagePipeline, "track_steady_ratio_two_workers_to_plain_loop", (), ">= 1.6"),
     ("arrays", "2 MiB arrays, 2 workers / memcpy, start included",
      workers.LargeArrays, "track_ratio_to_memcpy", (), ">= 0.5"),
+    ("arrays_fresh", "2 MiB arrays, 2 new workers each time / memcpy, start included",
+     workers.LargeArrays, "track_ratio_to_memcpy_fresh_workers", (), ">= 0.5"),
     ("arrays_steady", "2 MiB arrays, 2 workers / memcpy, steady state",
      workers.LargeArrays, "track_steady_ratio_to_memcpy", (), ">= 0.7"),
     ("cold", "first batch, 2 workers, first loader of a process (s)",

@@ -161,6 +161,8 @@ def _finish(
         close()
     del it
     gc.collect()
+    # Workers that stopped cleanly wait, parked, for the next iterator: end them.
+    chute.stop_idle_workers()
     stopped = wait_until(lambda: not any(map(alive, workers)))
     # The slabs of workers that stopped normally are kept for the next iterator until
     # the process exits or frees them (`chute.free_idle_slabs`): the check is then

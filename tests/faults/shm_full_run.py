@@ -101,6 +101,7 @@ def run(seed: int, folder: str) -> dict[str, object]:
     }
     start = time.monotonic()
     it.close()
+    chute.stop_idle_workers()  # Parked for the next iterator if they stopped cleanly.
     while any(map(alive, workers)) and time.monotonic() - start < SETTLE:
         time.sleep(0.01)
     gone_s = time.monotonic() - start

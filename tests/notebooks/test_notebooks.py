@@ -162,6 +162,19 @@ def test_the_same_code_runs_as_a_script_with_python_c_and_from_stdin(tmp_path, s
         assert _left_in(shm_folder) == []
 
 
+def _run_in_kernel(cells: list[str], folder: Path) -> list[str]:
+    """Runs `cells` as a notebook in a new kernel (shut down after); what each printed."""
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = NotebookClient(
+        notebook,
+        kernel_name="python3",
+        timeout=300,
+        resources={"metadata": {"path": str(folder)}},
+    )
+    client.execute()
+    return [_printed(cell) for cell in notebook.cells]
+
+
 KERNEL_START_CELLS = [
     "import os, threading\nimport chute\n"
     "def parent(x):\n    return os.getppid()\n"
@@ -173,14 +186,34 @@ KERNEL_START_CELLS = [
 def test_a_kernel_runs_threads_so_its_workers_start_from_the_fork_server(tmp_path, shm_folder):
     # The kernel's own threads (heartbeat, iopub) rule out forking it: the workers'
     # parent is the fork server, not the kernel.
-    cells = [nbformat.v4.new_code_cell(c) for c in KERNEL_START_CELLS]
-    notebook = nbformat.v4.new_notebook(cells=cells)
-    client = NotebookClient(
-        notebook,
-        kernel_name="python3",
-        timeout=300,
-        resources={"metadata": {"path": str(tmp_path)}},
-    )
-    client.execute()
-    assert [_printed(cell) for cell in notebook.cells] == ["", "True 1 False"]
+    assert _run_in_kernel(KERNEL_START_CELLS, tmp_path) == ["", "True 1 False"]
+    assert _left_in(shm_folder) == []
+
+
+REUSE_CELLS = [
+    "import os\nimport chute\n"
+    "def pid(x):\n    return os.getpid()\n"
+    "ds = chute.MapDataset.range(16).to_iter_dataset().map(pid).mp_prefetch(num_workers=2)",
+    "first = set(ds)",  # Run to its end: the workers wait, idle, for the next iterator.
+    "second = set(ds)\nprint(len(first), second == first)\nprint(sorted(first))",
+]
+
+
+def _exited(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except OSError:
+        return True
+
+
+def test_running_a_cell_again_reuses_the_workers_which_end_with_the_kernel(tmp_path, shm_folder):
+    printed = _run_in_kernel(REUSE_CELLS, tmp_path)  # The kernel is shut down after.
+    assert printed[:2] == ["", ""]
+    summary, pids_line = printed[2].splitlines()
+    assert summary == "2 True"
+    pids = [int(pid) for pid in pids_line.strip("[]").split(", ")]
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while not all(_exited(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [pid for pid in pids if not _exited(pid)] == []
     assert _left_in(shm_folder) == []

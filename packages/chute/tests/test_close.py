@@ -111,6 +111,7 @@ def test_close_releases_everything_keeps_the_position_and_is_idempotent(name, sh
     it.close()
     it.close()  # Idempotent.
     assert _settled(lambda: not _chute_threads()), _chute_threads()
+    chute.stop_idle_workers()  # Closed, its workers stopped or wait parked for the next.
     assert _settled(lambda: set(multiprocessing.active_children()) <= before)
     assert it.get_state() == state
     rest = [_labels(b) for b in it]  # next() after close() starts again, where it was.
@@ -125,6 +126,7 @@ def test_an_iterator_is_a_context_manager_that_closes(name, shards):
         next(it)
         assert _chute_threads() or set(multiprocessing.active_children()) - before
     assert _settled(lambda: not _chute_threads()), _chute_threads()
+    chute.stop_idle_workers()  # Closed, its workers stopped or wait parked for the next.
     assert _settled(lambda: set(multiprocessing.active_children()) <= before)
 
 

@@ -25,6 +25,7 @@ from ._autotune import pick_performance_config as pick_performance_config
 from ._chunk_plan import ChunkPlan as ChunkPlan
 from ._chunk_plan import ChunkResult as ChunkResult
 from ._data_loader import DataLoader as DataLoader
+from ._idle_workers import stop_idle_workers as stop_idle_workers
 from ._mp_batch import MultiprocessBatchIter as MultiprocessBatchIter
 from ._mp_options import MultiprocessingOptions as MultiprocessingOptions
 from ._mp_prefetch import MultiprocessPrefetchIter as MultiprocessPrefetchIter
@@ -84,6 +85,7 @@ __all__ = [
     "pick_performance_config",
     "plan_workers",
     "ship",
+    "stop_idle_workers",
     "tracing",
     "unship",
 ]

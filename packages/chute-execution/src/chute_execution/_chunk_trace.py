@@ -153,10 +153,14 @@ class ConsumerTrace:
         return result
 
     def started(self, start: Callable[[], T]) -> T:
-        """`start()`, which starts the worker processes, recorded as `start workers`."""
+        """`start()`, which starts the worker processes, recorded as `start workers`.
+
+        Its arguments say how many, and whether parked ones were taken over (`reused`).
+        """
         began = time.perf_counter_ns()
         pool = start()
         workers = {"workers": getattr(pool, "num_workers", None)}
+        workers["reused"] = getattr(pool, "reused", False)
         end = time.perf_counter_ns()
         self.recorder.add([complete_event("start workers", "workers", began, end, workers)])
         return pool

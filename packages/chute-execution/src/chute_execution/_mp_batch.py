@@ -158,7 +158,7 @@ class MultiprocessBatchIter(IterNode[Any]):
         return self._chunks.stage_times()
 
     def close(self) -> None:
-        """Stops the worker processes (also done at exhaustion and garbage collection)."""
+        """Ends the workers' work (also at exhaustion and GC); they park or stop."""
         self._chunks.close()
 
     def __repr__(self) -> str:

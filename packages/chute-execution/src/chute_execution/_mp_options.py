@@ -53,6 +53,15 @@ class MultiprocessingOptions:
         worker_timeout: seconds a worker may take for one chunk before it is counted
             as stuck: the workers are stopped and `WorkerTimeoutError` is raised
             (None: wait as long as it takes).
+        idle_worker_seconds: how long the workers of an iterator that ended wait,
+            idle, for the next iterator to take them over (0: they stop at once).
+            The next iterator of this process with the same `num_workers`,
+            `per_worker_buffer_size` and `start_method`, started in the same working
+            folder, `sys.path` and environment and without a `worker_init_fn`, then
+            starts at once: its workers run, with their imports, native reader pools
+            and heap, from before (per-process state your transforms keep carries
+            over, as it does from chunk to chunk). Idle workers hold no shared memory,
+            exit with this process, and `stop_idle_workers()` ends them at once.
 
     Example:
         >>> options = MultiprocessingOptions(num_workers=2, worker_timeout=60)
@@ -64,6 +73,7 @@ class MultiprocessingOptions:
     per_worker_buffer_size: int = 2
     start_method: StartMethod = "auto"
     worker_timeout: float | None = None
+    idle_worker_seconds: float = 30.0
 
     def __post_init__(self) -> None:
         owner = "MultiprocessingOptions"
@@ -76,6 +86,11 @@ class MultiprocessingOptions:
         ):
             raise ValueError(
                 f"{owner}: worker_timeout must be None or > 0 seconds, got {timeout!r}."
+            )
+        idle = self.idle_worker_seconds
+        if isinstance(idle, bool) or not isinstance(idle, int | float) or not idle >= 0:
+            raise ValueError(
+                f"{owner}: idle_worker_seconds must be a number of seconds >= 0, got {idle!r}."
             )
         if self.start_method not in _START_METHODS:
             raise ValueError(

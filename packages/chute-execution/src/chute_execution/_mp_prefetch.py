@@ -476,7 +476,9 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         self._next_submit = self._chunk
 
     def close(self) -> None:
-        """Stops the worker processes (also done at exhaustion and garbage collection).
+        """Ends the workers' work (also done at exhaustion and garbage collection).
+
+        They wait, parked, for the next iterator (`idle_worker_seconds`), or stop.
 
         Leases that ended are reported first, so that the workers leave those slabs
         for the next iterator's workers (`SlabPool`) instead of unlinking them.

@@ -102,7 +102,7 @@ class Resources:
             pool.send(worker, ("adopt", slabs[worker::workers], self._kept or None))
 
     def release(self) -> None:
-        """Stops the workers and frees the slabs; safe from any thread, idempotent."""
+        """Parks or stops the workers and frees the slabs; thread-safe, idempotent."""
         with self.lock:
             pool, self.pool = self.pool, None
             reader, self.reader = self.reader, None

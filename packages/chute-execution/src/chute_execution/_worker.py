@@ -83,7 +83,7 @@ class WorkerFailure:
         return error
 
 
-def _watch_parent(writer: SlabWriter, exiting: threading.Lock) -> None:
+def _watch_parent(writers: list[SlabWriter], exiting: threading.Lock) -> None:
     """Exits this worker as soon as the consumer dies, even mid-way through user code.
 
     Between chunks a worker notices a closed connection by itself; a worker stuck in
@@ -102,12 +102,17 @@ def _watch_parent(writer: SlabWriter, exiting: threading.Lock) -> None:
         multiprocessing.connection.wait([parent.sentinel])
         exiting.acquire()  # Never released: this thread ends the process.
         try:
-            writer.close()
+            for writer in list(writers):
+                writer.close()
             remove_own_segments()
         finally:
             os._exit(1)
 
     threading.Thread(target=watch, name="chute-parent-watch", daemon=True).start()
+
+
+_TERMINATED = False
+"""Whether this worker was sent SIGTERM: it exits at the end of its iterator's work."""
 
 
 def _exit_cleanly_on_sigterm(writers: list[SlabWriter], exiting: threading.Lock) -> None:
@@ -121,8 +126,10 @@ def _exit_cleanly_on_sigterm(writers: list[SlabWriter], exiting: threading.Lock)
     """
 
     def on_sigterm(signum: int, frame: Any) -> None:
+        global _TERMINATED
+        _TERMINATED = True  # Never parked after this (see `_next_plan`).
         if not exiting.acquire(blocking=False):
-            return  # The main thread is closing the writer and exits right after.
+            return  # The main thread is closing the writer, and then exits.
         try:
             for writer in writers:
                 writer.close()
@@ -219,29 +226,70 @@ def worker_main(
     read a result (or, if it keeps views into the slab, `("lease", token)` then, and
     the release once they are gone), `("adopt", slabs, keep_as)` first (idle slabs to
     take over, `SlabWriter.adopt`, and the consumer's name for the slabs it will take
-    back), and `None` to stop. Stopped so, a worker renames its slabs for the consumer
-    to keep (`SlabPool`); any other end unlinks them.
+    back), and `None` to stop, or `("park", seconds)` to stop and then wait that long
+    for `("plan", plan_bytes)`: the next iterator's pipeline, run as from the start
+    (`_idle_workers`). Stopped or parked so, a worker renames its slabs for the
+    consumer to keep (`SlabPool`); any other end unlinks them.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     writers: list[SlabWriter] = []  # The writer, once made: SIGTERM frees its slabs.
     exiting = threading.Lock()
     _exit_cleanly_on_sigterm(writers, exiting)
     _keep_freed_memory()
+    _watch_parent(writers, exiting)
+    shipped: bytes | None = plan_bytes
+    while shipped is not None:
+        try:
+            plan = load_plan(shipped, init_bytes, worker, num_workers)
+        except BaseException as error:
+            connection.send(("error", -1, -1, WorkerFailure(error, -1, worker)))
+            return
+        init_bytes = None  # Run once per process (a pool with one is never parked).
+        parked = _session(worker, connection, plan, num_slabs, writers, exiting)
+        del plan
+        shipped = _next_plan(connection, parked)
+    with contextlib.suppress(OSError):
+        connection.close()
+    sys.stdout.flush()
+
+
+def _next_plan(connection: Connection, parked: float | None) -> bytes | None:
+    """The next pipeline of a parked worker, or None when it is to exit."""
+    if parked is None or _TERMINATED:
+        return None
     try:
-        plan = load_plan(plan_bytes, init_bytes, worker, num_workers)
-    except BaseException as error:
-        connection.send(("error", -1, -1, WorkerFailure(error, -1, worker)))
-        return
+        if not connection.poll(None if parked == float("inf") else parked):
+            return None  # Not taken over in time.
+        message = connection.recv()
+    except (EOFError, OSError):
+        return None  # The consumer is gone.
+    if isinstance(message, tuple) and message[0] == "plan":
+        return message[1]  # type: ignore[no-any-return]
+    return None  # `None`: stop.
+
+
+def _session(
+    worker: int,
+    connection: Connection,
+    plan: Any,
+    num_slabs: int,
+    writers: list[SlabWriter],
+    exiting: threading.Lock,
+) -> float | None:
+    """Runs the tasks of one iterator; the seconds to wait parked, or None to exit."""
     tasks: collections.deque[tuple[int, int, Any]] = collections.deque()
     stop = False
+    park: float | None = None  # Seconds to wait for the next pipeline, if parked.
     keep_as: list[str | None] = [None]  # The consumer's name for slabs it takes over.
     # A traced plan: each answer carries the trace events of its chunk (see `ChunkTrace`).
     trace = ChunkTrace.of(plan, f"worker {worker}") if getattr(plan, "traced", False) else None
 
     def handle(message: Any) -> None:
-        nonlocal stop
+        nonlocal stop, park
         if message is None:
             stop = True
+        elif message[0] == "park":
+            stop, park = True, float(message[1])
         elif message[0] == "release":
             writer.release(message[1])
         elif message[0] == "lease":
@@ -266,8 +314,7 @@ def worker_main(
                 raise BrokenPipeError("the consumer asked to stop")
 
     writer = SlabWriter(num_slabs, wait_for_release=wait_for_release)
-    writers.append(writer)
-    _watch_parent(writer, exiting)
+    writers[:] = [writer]
     try:
         while not stop:
             if not tasks:
@@ -278,11 +325,11 @@ def worker_main(
                 continue
             generation, chunk, replay = tasks.popleft()
             try:  # Tasks sent ahead: received now, so their records are fetched meanwhile.
-                while connection.poll(0):
+                while not stopped() and connection.poll(0):
                     handle(connection.recv())
-                    if stopped():
-                        return
             except (EOFError, OSError):
+                break
+            if stopped():
                 break
             message: tuple[Any, ...]
             try:
@@ -305,5 +352,4 @@ def worker_main(
             if stop:  # The consumer need not wait for this process to exit.
                 with contextlib.suppress(OSError, ValueError):
                     connection.send((STOPPED,))
-            connection.close()
-            sys.stdout.flush()
+    return park if stop else None

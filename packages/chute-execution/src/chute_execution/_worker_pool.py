@@ -24,8 +24,10 @@ from ._fork_start import (
     probe_refusal,
     thread_count,
 )
+from ._idle_workers import claim, park, reuse_key
 from ._mp_options import MultiprocessingOptions
-from ._worker import STOPPED, worker_main
+from ._worker import worker_main
+from ._worker_stop import shutdown
 
 __all__ = ["WorkerDiedError", "WorkerPool", "WorkerTimeoutError"]
 
@@ -116,9 +118,6 @@ def warm_up(method: str) -> None:
         pass
 
 
-_JOIN_SECONDS = 2.0
-
-
 class WorkerDiedError(ChuteError, RuntimeError):
     """A worker process died (killed by a signal, out of memory, ...) mid-work.
 
@@ -161,69 +160,6 @@ def _describe_exit(process: BaseProcess) -> str:
     return f"exited with code {code}"
 
 
-_LINGERING: list[tuple[BaseProcess, float]] = []
-"""Workers that confirmed their stop and are exiting, with when: reaped later."""
-
-
-def _reap_lingering() -> None:
-    """Reaps workers that have exited since they confirmed their stop (no zombies).
-
-    One still there `_JOIN_SECONDS` after its confirmation is stopped by signal.
-    """
-    now = time.monotonic()
-    for process, since in list(_LINGERING):
-        if process.is_alive() and now - since > _JOIN_SECONDS:
-            process.kill()
-            process.join(_JOIN_SECONDS)
-        if not process.is_alive():
-            _LINGERING.remove((process, since))
-
-
-def _confirmed(connection: Connection, deadline: float) -> bool:
-    """Waits until the worker confirms its stop (reading past results it sent before)."""
-    try:
-        while connection.poll(max(0.0, deadline - time.monotonic())):
-            message = connection.recv()
-            if message == (STOPPED,):
-                return True
-    except (EOFError, OSError):
-        pass
-    return False
-
-
-def _shutdown(processes: list[BaseProcess], connections: list[Connection]) -> None:
-    """Stops the workers: politely, then by signal; all within a few seconds.
-
-    A worker that confirms its stop has given its slabs back and ends on its own:
-    its exit (freeing its memory takes milliseconds) is not waited for; it is reaped
-    by the next pool or at exit.
-    """
-    for connection in connections:
-        try:
-            connection.send(None)
-        except (OSError, ValueError):
-            pass
-    deadline = time.monotonic() + _JOIN_SECONDS  # For all of them together.
-    stopping = []
-    for process, connection in zip(processes, connections, strict=True):
-        if _confirmed(connection, deadline):
-            _LINGERING.append((process, time.monotonic()))
-        else:
-            stopping.append(process)
-    for process in stopping:
-        process.join(max(0.0, deadline - time.monotonic()))
-    for process in stopping:
-        if process.is_alive():
-            process.terminate()
-            process.join(_JOIN_SECONDS)
-        if process.is_alive():
-            process.kill()
-            process.join(_JOIN_SECONDS)
-    for connection in connections:
-        connection.close()
-    _reap_lingering()
-
-
 class WorkerPool:
     """`num_workers` processes running chunks of one shipped plan.
 
@@ -232,7 +168,8 @@ class WorkerPool:
     otherwise; never a plain fork, and never running the consumer's main script. The
     plan and the init function come already shipped (`ship`), so everything a worker
     receives at start is bytes: whatever fails to load fails in the worker's own
-    code, which reports it. `close()` stops the workers (politely, then by signal); it
+    code, which reports it. `close()` parks the workers for the next pool (see
+    `_idle_workers`) or stops them (politely, then by signal); it
     also runs when the pool is garbage collected or the interpreter exits.
 
     Args:
@@ -256,6 +193,29 @@ class WorkerPool:
         self.processes: list[BaseProcess] = []
         self.connections: list[Connection] = []
         self._fork_refused: str | None = None
+        key = reuse_key(options, init_fn)
+        idle = claim(key)
+        if idle is not None:  # Parked by an earlier iterator: they load this pipeline.
+            self.processes, self.connections = idle.processes, idle.connections
+            for connection in self.connections:
+                with contextlib.suppress(OSError, ValueError):  # Gone: `receive` says so.
+                    connection.send(("plan", plan))
+            method = idle.start_path
+        else:
+            method = self._start_all(plan, options, init_fn)
+        self._start_path = method
+        self.reused = idle is not None
+        """Whether the workers were taken over from an earlier iterator (`_idle_workers`)."""
+        self._retire: dict[str, Any] = {"key": key, "path": method}
+        self._retire["seconds"] = options.idle_worker_seconds
+        self._finalizer = weakref.finalize(
+            self, _retire, self.processes, self.connections, self._retire
+        )
+
+    def _start_all(
+        self, plan: bytes, options: MultiprocessingOptions, init_fn: bytes | None
+    ) -> str:
+        """Starts the workers as `options.start_method` says; returns how they started."""
         slabs = options.per_worker_buffer_size + 1
         arguments = [(w, plan, init_fn, self.num_workers, slabs) for w in range(self.num_workers)]
         method: str = options.start_method
@@ -267,10 +227,9 @@ class WorkerPool:
                 if method != "fork":
                     self._start(method, arguments)
         except BaseException:
-            _shutdown(self.processes, self.connections)
+            shutdown(self.processes, self.connections)
             raise
-        self._start_path = method
-        self._finalizer = weakref.finalize(self, _shutdown, self.processes, self.connections)
+        return method
 
     def _fork(self, arguments: list[tuple[Any, ...]]) -> str | None:
         """Forks the workers from this process; why not, if a fork proved unsafe.
@@ -357,6 +316,7 @@ class WorkerPool:
         while True:
             if deadline is not None and time.monotonic() > deadline:
                 pid = process.pid
+                self._retire["key"] = None  # Stopped, never parked.
                 process.terminate()  # Stuck in user code: it would not read a stop message.
                 self.close()
                 raise WorkerTimeoutError(
@@ -376,6 +336,7 @@ class WorkerPool:
                 raise self._died(worker, doing)
 
     def _died(self, worker: int, doing: str) -> WorkerDiedError:
+        self._retire["key"] = None  # Its group is stopped, never parked.
         process = self.processes[worker]
         process.join(0.5)
         advice = (
@@ -391,10 +352,25 @@ class WorkerPool:
         )
 
     def close(self) -> None:
-        """Stops every worker and closes the connections (idempotent)."""
+        """Parks the workers for the next iterator, or stops them (idempotent).
+
+        Parked (`_idle_workers`) if they may be reused and all stop cleanly; else
+        stopped, and the connections closed.
+        """
         self._finalizer()
 
     @property
     def closed(self) -> bool:
         """Whether `close` ran."""
         return not self._finalizer.alive
+
+
+def _retire(
+    processes: list[BaseProcess], connections: list[Connection], retire: dict[str, Any]
+) -> None:
+    """Parks the workers (`park`) if they may be reused, else stops them (`shutdown`)."""
+    key = retire["key"]
+    if key is None or not processes:
+        shutdown(processes, connections)
+    else:
+        park(processes, connections, key, retire["path"], retire["seconds"])

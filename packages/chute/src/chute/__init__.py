@@ -25,6 +25,7 @@ from chute_execution import WorkerError as WorkerError
 from chute_execution import WorkerTimeoutError as WorkerTimeoutError
 from chute_execution import free_idle_slabs as free_idle_slabs
 from chute_execution import pick_performance_config as pick_performance_config
+from chute_execution import stop_idle_workers as stop_idle_workers
 from chute_samplers import IndexSampler as IndexSampler
 from chute_samplers import NoSharding as NoSharding
 from chute_samplers import ShardOptions as ShardOptions
@@ -212,5 +213,6 @@ __all__ = [
     "experimental",
     "free_idle_slabs",
     "pick_performance_config",
+    "stop_idle_workers",
     "write_array_record",
 ]

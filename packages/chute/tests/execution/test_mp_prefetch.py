@@ -108,25 +108,36 @@ def _children():
     return {p.pid for p in __import__("multiprocessing").active_children()}
 
 
-def test_workers_stop_on_exhaustion_close_and_garbage_collection():
+@pytest.mark.parametrize("idle_seconds", [0, 30])
+def test_workers_stop_or_park_on_exhaustion_close_and_garbage_collection(idle_seconds):
+    """With `idle_worker_seconds=0` they end with each iterator; else they wait, parked,
+    and each next iterator takes them over (the same two pids throughout)."""
+    chute.stop_idle_workers()
     before = _children()
-    ds = chute.MapDataset.range(30).to_iter_dataset().mp_prefetch(MultiprocessingOptions(2))
+    options = MultiprocessingOptions(2, idle_worker_seconds=idle_seconds)
+    ds = chute.MapDataset.range(30).to_iter_dataset().mp_prefetch(options)
     assert list(ds) == list(range(30))
+    seen = _children() - before
     it = iter(ds)
     next(it)
     it.close()
+    seen |= _children() - before
     it = iter(ds)
     next(it)
     pids = _children() - before
     assert pids
+    seen |= pids
     del it
     import gc
 
     gc.collect()
+    if idle_seconds:
+        assert len(seen) == 2 and all(_alive(pid) for pid in pids)
+        assert chute.stop_idle_workers() == 2
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+    while time.monotonic() < deadline and any(_alive(pid) for pid in seen):
         time.sleep(0.05)
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(_alive(pid) for pid in seen)
 
 
 def _alive(pid):
