@@ -128,15 +128,7 @@ def _printed(cell: nbformat.NotebookNode) -> str:
 @pytest.mark.parametrize("guide", sorted(GUIDES))
 def test_the_guide_runs_in_a_jupyter_kernel_with_workers(guide, tmp_path, shm_folder):
     cells, expected = GUIDES[guide]
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    client = NotebookClient(
-        notebook,
-        kernel_name="python3",
-        timeout=300,
-        resources={"metadata": {"path": str(tmp_path)}},
-    )
-    client.execute()
-    assert [_printed(cell) for cell in notebook.cells] == expected()
+    assert _run_in_kernel(cells, tmp_path) == expected()
     assert _left_in(shm_folder) == []
 
 
