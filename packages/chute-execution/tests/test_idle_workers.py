@@ -47,6 +47,12 @@ def square(value: int) -> int:
     return value * value
 
 
+def reads_one_by_one(value: int) -> bool:
+    from chute_sources import _array_record
+
+    return _array_record._ONE_BY_ONE[0]
+
+
 def record_init(worker: int, num_workers: int) -> None:
     del worker, num_workers
 
@@ -280,3 +286,13 @@ def test_parked_workers_never_outlive_their_consumer(end: str) -> None:
             if name.startswith(SHM_PREFIX) and any(f"-{pid}-" in name for pid in owners)
         ]
         assert leftover == []
+
+
+@pytest.mark.parametrize("spare_cores", [0, 1])
+def test_workers_read_one_by_one_when_they_take_every_core(spare_cores: int) -> None:
+    """ArrayRecord's own read pool only where a core is left (see `read_one_by_one`)."""
+    cores = len(os.sched_getaffinity(0))
+    workers = max(1, cores - spare_cores)
+    plan = ChunkPlan(range(4), [(MapIter, (reads_one_by_one,), {})], chunk_size=1)
+    options = MultiprocessingOptions(num_workers=workers)
+    assert set(MultiprocessPrefetchIter(plan, options)) == {workers >= cores}

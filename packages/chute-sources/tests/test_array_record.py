@@ -22,7 +22,16 @@ from chute_sources import (
     shard_paths,
     write_array_record,
 )
+from chute_sources.internal import read_one_by_one
 from chute_sources.testing import assert_trees_equal
+
+
+@pytest.fixture(params=[False, True], ids=["parallel", "one_by_one"])
+def read_mode(request):
+    """Reads of a batch in ArrayRecord's parallel read, or one record at a time."""
+    read_one_by_one(request.param)
+    yield request.param
+    read_one_by_one(False)
 
 
 def _records(n):
@@ -33,7 +42,7 @@ def _records(n):
     ]
 
 
-def test_write_then_read_every_item_across_shards(tmp_path):
+def test_write_then_read_every_item_across_shards(tmp_path, read_mode):
     records = _records(23)
     paths = write_array_record(records, tmp_path / "train", num_shards=4)
     assert paths == shard_paths(tmp_path / "train", 4)
@@ -178,7 +187,7 @@ def test_a_truncated_file(tmp_path):
         ArrayRecordSource(path)
 
 
-def test_a_file_corrupted_in_the_middle_names_file_and_keys(tmp_path):
+def test_a_file_corrupted_in_the_middle_names_file_and_keys(tmp_path, read_mode):
     (path,) = write_array_record(_records(400), tmp_path / "c")
     with open(path, "rb") as file:
         data = bytearray(file.read())

@@ -27,7 +27,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
-from chute_sources.internal import remove_own_segments
+from chute_sources.internal import read_one_by_one, remove_own_segments
 
 from ._chunk_trace import ChunkTrace
 from ._shipping import unship
@@ -163,6 +163,14 @@ def _keep_freed_memory() -> None:
     mallopt(_M_TRIM_THRESHOLD, _HEAP_KEEPS)
 
 
+def _cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _run(plan: Any, chunk: Any, writer: SlabWriter, replay: Any, trace: Any = None) -> Any:
     """Runs `chunk` and writes its result; a stacked batch is built right in a slab."""
     arena = writer.arena() if getattr(plan, "stack", False) else None
@@ -236,6 +244,8 @@ def worker_main(
     exiting = threading.Lock()
     _exit_cleanly_on_sigterm(writers, exiting)
     _keep_freed_memory()
+    if num_workers >= _cores():
+        read_one_by_one()  # The cores are the workers': no native read pool on top.
     _watch_parent(writers, exiting)
     shipped: bytes | None = plan_bytes
     while shipped is not None:
