@@ -31,7 +31,7 @@ from chute_execution import (
     stop_idle_workers,
 )
 from chute_execution.testing import FullArray
-from chute_sources.internal import SHM_PREFIX, shm_dir
+from chute_sources.internal import SHM_PREFIX, reading_one_by_one, shm_dir
 from chute_sources.testing import assert_resumes
 from chute_transforms import MapIter
 
@@ -48,9 +48,7 @@ def square(value: int) -> int:
 
 
 def reads_one_by_one(value: int) -> bool:
-    from chute_sources import _array_record
-
-    return _array_record._ONE_BY_ONE[0]
+    return reading_one_by_one()
 
 
 def record_init(worker: int, num_workers: int) -> None:

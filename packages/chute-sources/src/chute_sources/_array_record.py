@@ -91,6 +91,16 @@ def read_one_by_one(one_by_one: bool = True) -> None:
     _ONE_BY_ONE[0] = one_by_one
 
 
+def reading_one_by_one() -> bool:
+    """Whether this process reads local ArrayRecord records one at a time (`read_one_by_one`).
+
+    Example:
+        >>> reading_one_by_one()
+        False
+    """
+    return _ONE_BY_ONE[0]
+
+
 def open_array_record_reader(path: str, options: str = _READER_OPTIONS) -> ArrayRecordReader:
     """Opens an ArrayRecord reader, turning a failed open into a clear chute error."""
     if not os.path.exists(path):

@@ -20,7 +20,7 @@ Example:
     3
 """
 
-from ._array_record import read_one_by_one
+from ._array_record import read_one_by_one, reading_one_by_one
 from ._checks import (
     MAX_SEED,
     check_bool,
@@ -88,6 +88,7 @@ __all__ = [
     "no_space_error",
     "owner_tag_of",
     "read_one_by_one",
+    "reading_one_by_one",
     "reclaim_orphaned_segments",
     "remove_own_segments",
     "shm_dir",
