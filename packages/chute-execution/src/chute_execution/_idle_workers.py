@@ -27,6 +27,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
 from ._mp_options import MultiprocessingOptions
+from ._worker import READY
 from ._worker_stop import JOIN_SECONDS, ask, finish, linger, reap_lingering
 
 __all__ = ["PARK", "IdleGroup", "claim", "park", "reuse_key", "stop_idle_workers"]
@@ -126,17 +127,41 @@ def _expire() -> None:
     reap_lingering()
 
 
-def claim(key: Key | None) -> IdleGroup | None:
-    """Takes a parked group with `key` away from the idle ones (None if there is none)."""
+def claim(key: Key | None, plan: bytes) -> IdleGroup | None:
+    """Hands `plan` to a parked group with `key`, taken away from the idle ones.
+
+    Each of its workers must acknowledge the plan (`READY`): one that died while
+    parked (its death may not show yet) ends the group, and the next one with `key`
+    is tried. None if no group takes the plan: the caller starts new workers.
+    """
     if key is None or os.getpid() != _OWNER:
         return None
     _expire()
-    with _LOCK:
-        for group in _IDLE:
-            if group.key == key:
-                _IDLE.remove(group)
-                return group
-    return None
+    while True:
+        with _LOCK:
+            group = next((group for group in _IDLE if group.key == key), None)
+            if group is None:
+                return None
+            _IDLE.remove(group)
+        if _hand_over(group.connections, plan):
+            return group
+        _release(group)
+
+
+def _hand_over(connections: list[Connection], plan: bytes) -> bool:
+    """Sends each worker `("plan", plan)`; whether all of them acknowledged it in time."""
+    try:
+        for connection in connections:
+            connection.send(("plan", plan))
+        deadline = time.monotonic() + JOIN_SECONDS
+        for connection in connections:
+            if not connection.poll(max(0.0, deadline - time.monotonic())):
+                return False
+            if connection.recv() != (READY,):
+                return False
+    except (OSError, EOFError, ValueError):
+        return False  # A worker died while parked.
+    return True
 
 
 def park(

@@ -33,10 +33,13 @@ from ._chunk_trace import ChunkTrace
 from ._shipping import unship
 from ._transport.writer import SlabWriter
 
-__all__ = ["STOPPED", "WorkerFailure", "load_plan", "worker_main"]
+__all__ = ["READY", "STOPPED", "WorkerFailure", "load_plan", "worker_main"]
 
 STOPPED = "stopped"
 """What a worker sends once it has stopped on request, its slabs given back."""
+
+READY = "ready"
+"""What a parked worker sends as soon as it receives its next plan (`_idle_workers`)."""
 
 
 class WorkerFailure:
@@ -273,9 +276,13 @@ def _next_plan(connection: Connection, parked: float | None) -> bytes | None:
         message = connection.recv()
     except (EOFError, OSError):
         return None  # The consumer is gone.
-    if isinstance(message, tuple) and message[0] == "plan":
-        return message[1]  # type: ignore[no-any-return]
-    return None  # `None`: stop.
+    if not (isinstance(message, tuple) and message[0] == "plan"):
+        return None  # `None`: stop.
+    try:
+        connection.send((READY,))  # The consumer waits for this before it sends tasks.
+    except (OSError, ValueError):
+        return None
+    return message[1]  # type: ignore[no-any-return]
 
 
 def _session(

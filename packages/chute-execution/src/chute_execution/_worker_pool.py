@@ -194,12 +194,9 @@ class WorkerPool:
         self.connections: list[Connection] = []
         self._fork_refused: str | None = None
         key = reuse_key(options, init_fn)
-        idle = claim(key)
+        idle = claim(key, plan)
         if idle is not None:  # Parked by an earlier iterator: they load this pipeline.
             self.processes, self.connections = idle.processes, idle.connections
-            for connection in self.connections:
-                with contextlib.suppress(OSError, ValueError):  # Gone: `receive` says so.
-                    connection.send(("plan", plan))
             method = idle.start_path
         else:
             method = self._start_all(plan, options, init_fn)
