@@ -183,8 +183,8 @@ def park(
         if parked:
             _expire()
             return
-    for connection, parked in zip(connections, confirmed, strict=True):
-        if parked:
+    for connection, waiting in zip(connections, confirmed, strict=True):
+        if waiting:
             with contextlib.suppress(OSError, ValueError):
                 connection.send(None)  # Waiting for a pipeline: it exits at once.
     finish(processes, connections, confirmed)

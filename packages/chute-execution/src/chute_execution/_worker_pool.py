@@ -203,8 +203,8 @@ class WorkerPool:
         self._start_path = method
         self.reused = idle is not None
         """Whether the workers were taken over from an earlier iterator (`_idle_workers`)."""
-        self._retire: dict[str, Any] = {"key": key, "path": method}
-        self._retire["seconds"] = options.idle_worker_seconds
+        seconds = options.idle_worker_seconds
+        self._retire: dict[str, Any] = {"key": key, "path": method, "seconds": seconds}
         self._finalizer = weakref.finalize(
             self, _retire, self.processes, self.connections, self._retire
         )
