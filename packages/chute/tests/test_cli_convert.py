@@ -259,6 +259,62 @@ def test_resume_after_sigkill_mid_shard_equals_an_uninterrupted_conversion(
     )
 
 
+def test_the_shards_a_killed_conversion_left_are_refused_until_it_is_finished(
+    run_chute, parquet_file, tmp_path
+):
+    out = tmp_path / "out"
+    args = ["convert", parquet_file, out / "train", "--shards", "4"]
+    process = _start_blocked(tmp_path, args, block_at=1300)  # Shards 0 and 1 are written.
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    manifest = str(out / "train.chute-convert.json")
+    said = (
+        f"its manifest {manifest!r} says the conversion is not complete: 2 of 4 shards "
+        "written (1,000 of 2,000 records)"
+    )
+    pattern = str(out / "train-*")
+    result = run_chute("inspect", pattern)
+    assert _error(result) == (
+        1,
+        f"chute inspect: error: the shards of {pattern!r} are the output of an unfinished "
+        f"chute convert: {said}. Finish it by running the same chute convert command again "
+        f"(of {str(parquet_file)!r}; it resumes, keeping the finished shards), or pass "
+        "--allow-incomplete to read the shards that are there.\n",
+    )
+    with pytest.raises(chute.SourceFileError, match="allow_incomplete=True"):
+        chute.ArrayRecordSource(str(out))
+
+    result = run_chute("inspect", pattern, "--allow-incomplete", "--records", "0")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (
+        "chute inspect: warning: these shards are the output of an unfinished chute convert "
+        f"(--allow-incomplete): {said}\n"
+    )
+    assert result.stdout.splitlines()[1] == (
+        "records: 1,000 in 2 files (incomplete: an unfinished chute convert)"
+    )
+    result = run_chute("inspect", out, "--allow-incomplete", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["incomplete"] == [
+        {
+            "manifest": manifest,
+            "shards_written": 2,
+            "shards_total": 4,
+            "records_written": 1000,
+            "records_total": 2000,
+            "problem": None,
+            "message": said,
+        }
+    ]
+
+    assert run_chute(*args).returncode == 0  # Finishing the conversion lifts the refusal.
+    result = run_chute("inspect", pattern, "--json")
+    assert result.returncode == 0, result.stderr
+    assert (result.stderr, json.loads(result.stdout)["num_records"]) == ("", 2000)
+    assert "incomplete" not in json.loads(result.stdout)
+    assert len(chute.ArrayRecordSource(str(out))) == 2000
+
+
 def test_ctrl_c_exits_130_and_the_rerun_resumes(run_chute, parquet_file, tmp_path):
     args = ["convert", parquet_file, tmp_path / "train", "--shards", "4"]
     process = _start_blocked(tmp_path, args, block_at=800)  # Shard 1 (500..1000), its 2nd chunk.

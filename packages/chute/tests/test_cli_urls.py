@@ -10,7 +10,7 @@ import pytest
 import chute
 from chute.cli import main
 from chute.cli._common import first_difference
-from chute_sources import list_objects, object_info, read_object
+from chute_sources import delete_object, list_objects, object_info, read_object, write_object
 
 PETS = [{"name": name, "legs": legs} for name, legs in [("cat", 4), ("eel", 0), ("ant", 6)]]
 
@@ -195,3 +195,27 @@ def test_convert_and_inspect_a_parquet_folder_in_the_bucket(s3, bucket, capsys, 
     assert code == 0, err
     converted = chute.ArrayRecordSource(f"s3://{bucket}/shards/")
     assert sorted(record["i"] for record in converted) == list(range(40))
+
+
+def test_inspect_refuses_shards_in_a_bucket_whose_manifest_says_unfinished(s3, bucket, capsys):
+    url = s3.put(bucket, "x.npy", _npy(np.arange(30)))
+    dst = f"s3://{bucket}/out/x"
+    assert _run(capsys, "convert", url, dst, "--shards", "3", "-q")[0] == 0
+    manifest = json.loads(read_object(dst + ".chute-convert.json"))  # As a kill leaves it:
+    del manifest["shards"]["2"]
+    manifest["complete"] = False
+    write_object(dst + ".chute-convert.json", json.dumps(manifest).encode())
+    delete_object(f"{dst}-00002-of-00003.array_record")
+    said = (
+        f"its manifest '{dst}.chute-convert.json' says the conversion is not complete: 2 of "
+        "3 shards written (20 of 30 records)"
+    )
+    code, out, err = _run(capsys, "inspect", f"s3://{bucket}/out/")
+    assert (code, out) == (1, "")
+    assert f"chute convert: {said}. Finish it by running the same chute convert" in err
+    code, out, err = _run(capsys, "inspect", f"s3://{bucket}/out/", "--allow-incomplete")
+    assert code == 0, err
+    assert err.endswith(f"(--allow-incomplete): {said}\n")
+    assert out.splitlines()[1] == "records: 20 in 2 files (incomplete: an unfinished chute convert)"
+    # ArrayRecordSource checks local shards only: objects cost no request more to open.
+    assert len(chute.ArrayRecordSource(f"s3://{bucket}/out/")) == 20

@@ -18,6 +18,7 @@ from ._base import Source as Source
 from ._codec import decode_record as decode_record
 from ._codec import encode_record as encode_record
 from ._codec import is_encoded_record as is_encoded_record
+from ._conversion_manifest import IncompleteShardsWarning as IncompleteShardsWarning
 from ._error_budget import ErrorBudget as ErrorBudget
 from ._error_budget import SkippedElement as SkippedElement
 from ._errors import ArgumentTypeError as ArgumentTypeError
@@ -115,6 +116,7 @@ __all__ = [
     "FileInstruction",
     "HuggingFaceDiskSource",
     "ImageFolderSource",
+    "IncompleteShardsWarning",
     "InvalidArgumentError",
     "InvalidStateError",
     "IteratorState",

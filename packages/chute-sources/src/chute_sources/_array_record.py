@@ -15,7 +15,9 @@ from array_record.python.array_record_module import ArrayRecordReader
 
 from ._array_record_remote import RemoteShards
 from ._base import Source
+from ._checks import check_bool
 from ._codec import MAGIC, decode_record
+from ._conversion_manifest import check_conversions_finished
 from ._distinct import distinct
 from ._errors import SourceFileError, SourceFileNotFoundError
 from ._fork import map_in_fork
@@ -138,6 +140,11 @@ class ArrayRecordSource(Source[Any]):
         reader_options: ArrayRecord reader options; the default suits random access.
         storage_options: how to reach `s3://` / `gs://` files, and the shard cache
             (default: from the environment; see `StorageOptions`).
+        allow_incomplete: read local shards that `chute convert` has not finished
+            writing (their manifest, `<stem>.chute-convert.json`, says `"complete":
+            false`), with an `IncompleteShardsWarning`; by default they are refused
+            with a `SourceFileError`, because the shards that are there read like a
+            whole, smaller data set. Opening a source checks this with one `stat`.
 
     Files in buckets (`s3://bucket/key`, `gs://...`, globs and folders of them) are
     counted from their footers when the source is created (no shard is downloaded)
@@ -163,7 +170,9 @@ class ArrayRecordSource(Source[Any]):
         decode: Decoder = "auto",
         reader_options: str = _READER_OPTIONS,
         storage_options: StorageOptions | None = None,
+        allow_incomplete: bool = False,
     ) -> None:
+        self._allow_incomplete = check_bool(allow_incomplete, "allow_incomplete", _OWNER)
         if not (decode in ("auto", True, False) or callable(decode)):
             raise ValueError(f"decode must be 'auto', True, False or a callable; got {decode!r}")
         entries: Sequence[Any]
@@ -204,6 +213,11 @@ class ArrayRecordSource(Source[Any]):
                 for file in expand_paths(entry, "ArrayRecord", _SUFFIXES, _OWNER):
                     unsized.append((len(instructions), file))
                     instructions.append(FileInstruction(file, examples_in_shard=0))
+        check_conversions_finished(
+            [i.filename for i in instructions if not is_object_url(i.filename)],
+            allow_incomplete=self._allow_incomplete,
+            owner=_OWNER,
+        )
         self._remote = RemoteShards(remote, storage) if remote else None
         self._options = reader_options
         self._decode = decode
@@ -396,7 +410,14 @@ class ArrayRecordSource(Source[Any]):
 
     def _params(self) -> dict[str, Any]:
         files = [i.filename for i in self._instructions]
-        return {"paths": display_paths(files), "num_records": len(self), "decode": self._decode}
+        params: dict[str, Any] = {
+            "paths": display_paths(files),
+            "num_records": len(self),
+            "decode": self._decode,
+        }
+        if self._allow_incomplete:
+            params["allow_incomplete"] = True
+        return params
 
 
 def _count_local(file: str, options: str) -> int:

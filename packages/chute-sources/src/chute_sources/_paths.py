@@ -41,7 +41,9 @@ def expand_paths(paths: Any, what: str, suffixes: tuple[str, ...], owner: str) -
 
     Each entry is a file, a glob pattern (`*`, `?`, `[...]`, and `**` for any number of
     folders; expanded sorted), or a folder (its files whose names contain one of
-    `suffixes`, sorted). Entries keep the order in which they are given.
+    `suffixes`, sorted; hidden files, named `.*`, are skipped as a pattern skips them:
+    writers keep partial files there, e.g. `write_array_record`'s `.<name>.tmp`).
+    Entries keep the order in which they are given.
 
     Args:
         paths: a path, pattern or folder, or a sequence of them.
@@ -83,7 +85,9 @@ def expand_paths(paths: Any, what: str, suffixes: tuple[str, ...], owner: str) -
             found = sorted(
                 name
                 for name in os.listdir(path)
-                if any(s in name for s in suffixes) and os.path.isfile(os.path.join(path, name))
+                if not name.startswith(".")
+                and any(s in name for s in suffixes)
+                and os.path.isfile(os.path.join(path, name))
             )
             if not found:
                 raise SourceFileNotFoundError(

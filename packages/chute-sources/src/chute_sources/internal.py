@@ -13,6 +13,8 @@ this module (an import-linter contract forbids reaching into `chute_sources._x`)
 - `PositionLayout`, `WrapperLayout`: the protocols by which the layers that own a
   state's layout tell where a stream is (resharding reads states only through them).
 - `distinct`, the record codec's `MAGIC`.
+- The manifest of `chute convert`: its name and version, and `unfinished_conversions`,
+  which `ArrayRecordSource` and `chute inspect` ask before reading shards.
 
 Example:
     >>> from chute_sources.internal import check_int
@@ -40,6 +42,12 @@ from ._checks import (
     state_value,
 )
 from ._codec import MAGIC
+from ._conversion_manifest import (
+    MANIFEST_SUFFIX,
+    MANIFEST_VERSION,
+    UnfinishedConversion,
+    unfinished_conversions,
+)
 from ._distinct import distinct
 from ._error_budget import KEEP, ErrorLedger, Key, SkippedElement, active_ledger, ledger_scope
 from ._fork import UNSAFE_MODULES, fork_refusal, forking, map_in_fork, thread_count
@@ -61,12 +69,15 @@ __all__ = [
     "KEEP",
     "Key",
     "MAGIC",
+    "MANIFEST_SUFFIX",
+    "MANIFEST_VERSION",
     "MAX_SEED",
     "PositionLayout",
     "SHM_DIR_ENV",
     "SHM_PREFIX",
     "SkippedElement",
     "UNSAFE_MODULES",
+    "UnfinishedConversion",
     "WrapperLayout",
     "active_ledger",
     "check_bool",
@@ -99,4 +110,5 @@ __all__ = [
     "state_position",
     "state_value",
     "thread_count",
+    "unfinished_conversions",
 ]

@@ -17,17 +17,20 @@ import hashlib
 import io
 import json
 import os
+import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from chute_sources import (
     ChuteError,
     ImageFolderSource,
+    IncompleteShardsWarning,
     JsonLinesSource,
     SourceFileNotFoundError,
     is_object_url,
     object_info,
 )
+from chute_sources.internal import UnfinishedConversion, unfinished_conversions
 
 from ._common import CliError, data_error, usage_error
 from ._urls import file_stamp, strip_file_scheme, url_matches, url_names
@@ -181,6 +184,8 @@ class Input:
     file_records: list[int]
     fingerprint_files: list[str]
     classes: list[str] | None = None
+    unfinished: list[UnfinishedConversion] = dataclasses.field(default_factory=list)
+    """ArrayRecord shards of a `chute convert` that did not finish (allowed, to report)."""
 
     @property
     def num_records(self) -> int:
@@ -210,12 +215,15 @@ class Input:
         return records
 
 
-def open_input(path: str, format: str | None = None) -> Input:
+def open_input(path: str, format: str | None = None, *, allow_incomplete: bool = False) -> Input:
     r"""Opens `path` (format detected unless given) as an `Input`.
+
+    ArrayRecord shards whose `chute convert` manifest says the conversion did not finish
+    are refused, unless `allow_incomplete` (then `Input.unfinished` lists them).
 
     Raises:
         CliError: a missing path or unknown format (exit code 2); a file that cannot be
-            read as its format (1).
+            read as its format, or shards of an unfinished conversion (1).
 
     Example:
         >>> import os, tempfile
@@ -237,7 +245,7 @@ def open_input(path: str, format: str | None = None) -> Input:
     else:
         _check_local(path, kind)
     try:
-        return _open(path, kind)
+        return _open(path, kind, allow_incomplete)
     except CliError:
         raise
     except Exception as error:
@@ -291,7 +299,7 @@ def _permission_denied(error: BaseException) -> PermissionError | None:
     return None
 
 
-def _open(path: str, kind: str) -> Input:
+def _open(path: str, kind: str, allow_incomplete: bool = False) -> Input:
     if kind == "jsonl":
         jsonl = JsonLinesSource(path)
         files = list(jsonl.files) if is_object_url(path) else [path]
@@ -325,10 +333,15 @@ def _open(path: str, kind: str) -> Input:
                 matches = sorted(glob.glob(path, recursive=True))
             entries = [m for m in matches if ".array_record" in m or ".arrayrecord" in m]
             entries = entries or path
-        records = ArrayRecordSource(entries)
+        with warnings.catch_warnings():  # Told below, in the command's words.
+            warnings.simplefilter("ignore", IncompleteShardsWarning)
+            records = ArrayRecordSource(entries, allow_incomplete=True)
         files = [i.filename for i in records.instructions]
         counts = [i.num_records for i in records.instructions]
-        return Input(path, kind, records, files, counts, files)
+        unfinished = unfinished_conversions(files, buckets=True)
+        if unfinished and not allow_incomplete:
+            data_error(unfinished[0].message(f"the shards of {path!r}", "pass --allow-incomplete"))
+        return Input(path, kind, records, files, counts, files, unfinished=unfinished)
     usage_error(f"unknown format {kind!r}; choose one of {', '.join(FORMATS)}")
 
 

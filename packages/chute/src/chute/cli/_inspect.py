@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,12 @@ Hugging Face datasets' save_to_disk wrote (a split's folder of a DatasetDict). I
 an s3:// or gs:// URL of ArrayRecord, Parquet, .npy or JSON Lines objects (an object, a
 quoted pattern, or a folder ending in /), read with the credentials of the environment.
 Fields are the keys of dict records (nested dicts as dotted paths); other records are
-one field, "(record)"."""
+one field, "(record)".
+
+ArrayRecord shards that an unfinished `chute convert` left (its manifest,
+<stem>.chute-convert.json, says "complete": false) are refused, since they read like a
+whole, smaller data set: rerun the conversion to finish it, or pass --allow-incomplete
+to inspect them anyway, with a warning."""
 
 
 def add_inspect_parser(commands: Any) -> argparse.ArgumentParser:
@@ -66,6 +72,11 @@ def add_inspect_parser(commands: Any) -> argparse.ArgumentParser:
         help="records read to infer the schema, spread over the data set (default 100)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    parser.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="inspect the shards of an unfinished chute convert (with a warning)",
+    )
     return parser
 
 
@@ -76,9 +87,18 @@ def _sample_keys(total: int, count: int) -> list[int]:
 
 
 def inspect_data(
-    path: str, format: str | None = None, records: int = 3, sample: int = 100
+    path: str,
+    format: str | None = None,
+    records: int = 3,
+    sample: int = 100,
+    *,
+    allow_incomplete: bool = False,
 ) -> dict[str, Any]:
     """What `chute inspect --json` prints, as a dict.
+
+    With `allow_incomplete`, the shards of an unfinished `chute convert` are inspected,
+    and the report's `"incomplete"` says what their manifest says (otherwise they are
+    refused with a `CliError`).
 
     Example:
         >>> import os, tempfile
@@ -91,7 +111,7 @@ def inspect_data(
         >>> report["records"]
         ['array([0., 0., 0.], dtype=float32)']
     """
-    opened = open_input(path, format)
+    opened = open_input(path, format, allow_incomplete=allow_incomplete)
     total = opened.num_records
     files = [
         {"path": file, "bytes": _bytes(file), "records": count}
@@ -111,6 +131,19 @@ def inspect_data(
     }
     if opened.classes is not None:
         report["classes"] = opened.classes
+    if opened.unfinished:
+        report["incomplete"] = [
+            {
+                "manifest": unfinished.manifest,
+                "shards_written": unfinished.shards_done,
+                "shards_total": unfinished.shards_total,
+                "records_written": unfinished.records_done,
+                "records_total": unfinished.records_total,
+                "problem": unfinished.problem,
+                "message": unfinished.describe(),
+            }
+            for unfinished in opened.unfinished
+        ]
     return report
 
 
@@ -144,14 +177,28 @@ def run_inspect(args: argparse.Namespace) -> int:
     for name in ("records", "sample"):
         if getattr(args, name) < 0:
             usage_error(f"--{name} must be at least 0, got {getattr(args, name)}")
-    report = inspect_data(args.path, args.format, args.records, args.sample)
+    report = inspect_data(
+        args.path,
+        args.format,
+        args.records,
+        args.sample,
+        allow_incomplete=getattr(args, "allow_incomplete", False),
+    )
+    for unfinished in report.get("incomplete", []):
+        print(
+            "chute inspect: warning: these shards are the output of an unfinished chute "
+            f"convert (--allow-incomplete): {unfinished['message']}",
+            file=sys.stderr,
+            flush=True,
+        )
     if args.json:
         print(json.dumps(report, indent=2))
         return EXIT_OK
     files = report["files"]
     plural = "s" if len(files) != 1 else ""
     print(f"chute inspect: {report['path']} ({report['format']})")
-    print(f"records: {report['num_records']:,} in {len(files)} file{plural}")
+    incomplete = " (incomplete: an unfinished chute convert)" if "incomplete" in report else ""
+    print(f"records: {report['num_records']:,} in {len(files)} file{plural}{incomplete}")
     shown = files if len(files) <= 12 else [*files[:5], None, *files[-5:]]
     width = max(len(_short_path(f["path"])) for f in files)
     for file in shown:

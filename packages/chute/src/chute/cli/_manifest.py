@@ -3,7 +3,10 @@
 A small JSON file next to the shards (`<stem>.chute-convert.json`), rewritten
 atomically (temporary file, fsync, rename) after every finished shard, so a conversion
 killed at any moment leaves either the previous manifest or the new one. Next to
-shards in a bucket it is an object, replaced whole by each write.
+shards in a bucket it is an object, replaced whole by each write. Its `"complete"`
+turns true only when every shard is written and verified: until then
+`ArrayRecordSource` and `chute inspect` refuse the shards (the sources layer reads the
+manifest for them: `chute_sources.internal.unfinished_conversions`).
 """
 
 from __future__ import annotations
@@ -13,15 +16,11 @@ import os
 from typing import Any
 
 from chute_sources import SourceFileNotFoundError, is_object_url, read_object, write_object
+from chute_sources.internal import MANIFEST_SUFFIX, MANIFEST_VERSION
 
 from ._common import usage_error
 
 __all__ = ["MANIFEST_SUFFIX", "MANIFEST_VERSION", "load_manifest", "write_manifest"]
-
-MANIFEST_VERSION = 1
-"""The version of the manifest's format."""
-MANIFEST_SUFFIX = ".chute-convert.json"
-"""Appended to the output stem to name the manifest."""
 
 
 def write_manifest(path: str, manifest: dict[str, Any]) -> None:
