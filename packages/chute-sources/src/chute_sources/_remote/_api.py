@@ -79,7 +79,16 @@ def write_object(
 
 
 def list_objects(prefix: str, options: StorageOptions | None = None) -> list[ObjectInfo]:
-    """The objects whose URLs start with `prefix` (an `s3://` / `gs://` URL), sorted.
+    """The objects under the folder `prefix` (an `s3://` / `gs://` URL), sorted.
+
+    `prefix` names a folder, with or without its final `/`. Objects whose keys chute
+    cannot address (with a `..`, `.` or empty segment) are left out, and do not stop
+    the listing.
+
+    Raises:
+        InvalidArgumentError: `prefix` itself has such a segment.
+        ObjectStorageError: the listing cannot be completed (said why), e.g. a key
+            holds a control character.
 
     Example:
         >>> OFFLINE = StorageOptions(endpoint="http://127.0.0.1:9", anonymous=True, max_attempts=1)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import ObjectStorageError, SourceFileNotFoundError
+from ._listing import StorePages, list_folder
 from ._options import StorageOptions
 from ._retry import Request, translate, with_retries
 from ._urls import ObjectUrl, parse_object_url
@@ -181,13 +182,18 @@ class ObjectClient:
     def check_bucket(self, url: ObjectUrl) -> None:
         """Raises a clear error if `url`'s bucket does not exist (or cannot be listed)."""
         obstore = require_obstore("chute")
+        from obstore.exceptions import InvalidPathError
+
         request = Request("LIST", f"{url.scheme}://{url.bucket}/")
+
+        def first() -> None:
+            try:
+                next(iter(obstore.list(self.store(url), chunk_size=1)), None)
+            except InvalidPathError:
+                pass  # A key chute cannot address: the bucket exists.
+
         try:
-            with_retries(
-                lambda: obstore.list(self.store(url), prefix="", chunk_size=1).collect(),
-                request,
-                self.options,
-            )
+            with_retries(first, request, self.options)
         except SourceFileNotFoundError as error:
             raise SourceFileNotFoundError(
                 f"the bucket {url.bucket!r} of {url} does not exist (or this endpoint does "
@@ -196,23 +202,34 @@ class ObjectClient:
             ) from error
 
     def list_objects(self, prefix: ObjectUrl) -> list[ObjectInfo]:
-        """The objects whose keys start with `prefix.key`, sorted by key."""
-        obstore = require_obstore("chute")
-        request = Request("LIST", str(prefix))
+        """The objects under the folder `prefix.key`, sorted by key (see `listing`)."""
+        return self.listing(prefix)[0]
 
-        def collect() -> list[Any]:
-            return list(obstore.list(self.store(prefix), prefix=prefix.key or None).collect())
+    def listing(self, prefix: ObjectUrl) -> tuple[list[ObjectInfo], list[str]]:
+        """The objects under the folder `prefix.key`, sorted, and the keys left out.
 
+        `prefix.key` names a folder, with or without its final `/`. Keys chute cannot
+        address (with a `..`, `.` or empty segment, see `_keys`) are left out, returned
+        second, and do not stop the listing (see `_listing` for its one limit).
+
+        Raises:
+            SourceFileNotFoundError: no such bucket (named).
+            ObjectStorageError: the listing cannot be completed (said why): a key with
+                a control character, for one.
+        """
+        require_obstore("chute")
+        folder = prefix.key if not prefix.key or prefix.key.endswith("/") else prefix.key + "/"
+        bucket = str(prefix.child("")).rstrip("/")
         try:
-            found = with_retries(collect, request, self.options)
+            found = list_folder(StorePages(self.store(prefix), bucket, self.options), folder)
         except SourceFileNotFoundError:
             self.check_bucket(prefix)
             raise
         infos = [
             ObjectInfo(str(prefix.child(meta["path"])), int(meta["size"]), meta.get("e_tag"))
-            for meta in found
+            for meta in found.objects
         ]
-        return sorted(infos, key=lambda info: info.url)
+        return sorted(infos, key=lambda info: info.url), found.skipped
 
     def _get(self, info: ObjectInfo, start: int, end: int) -> Any:
         obstore = require_obstore("chute")

@@ -6,6 +6,7 @@ import re
 
 from .._errors import SourceFileNotFoundError
 from ._client import ObjectInfo, client_for
+from ._keys import key_problem
 from ._options import StorageOptions
 from ._urls import ObjectUrl, parse_object_url
 
@@ -64,10 +65,13 @@ def expand_url(
 
     A folder is a URL ending in `/`, or a key under which objects exist but which is
     not itself an object; its objects whose names contain one of `suffixes` are
-    taken (sorted). Glob matches are sorted by URL.
+    taken (sorted). Glob matches are sorted by URL. Keys chute cannot address (a
+    `..`, `.` or empty segment) are never matched: a listing leaves them out.
 
     Raises:
-        SourceFileNotFoundError: nothing matches (or the bucket does not exist).
+        SourceFileNotFoundError: nothing matches (or the bucket does not exist); names
+            a key left out of the listing, if any.
+        InvalidArgumentError: `text` itself names a key chute cannot address.
     """
     url = parse_object_url(text, owner)
     client = client_for(options)
@@ -75,30 +79,48 @@ def expand_url(
         cut = min(url.key.find(c) for c in _GLOB_CHARS if c in url.key)
         prefix = url.key[:cut].rpartition("/")[0]
         regex = glob_regex(url.key)
-        listed = client.list_objects(url.child(prefix + "/" if prefix else ""))
+        listed, skipped = client.listing(url.child(prefix + "/" if prefix else ""))
         found = [info for info in listed if regex.match(parse_object_url(info.url).key)]
         if not found:
             raise SourceFileNotFoundError(
                 f"{owner}: the pattern {text!r} matches no {what} object; check the bucket, "
-                "the prefix and the file extension."
+                f"the prefix and the file extension.{_left_out(url, skipped)}"
             )
         return found
     if url.key and not url.key.endswith("/"):
         try:
             return [client.stat(url)]
-        except SourceFileNotFoundError:
-            folder = _folder(client.list_objects(url.child(url.key + "/")), url, suffixes)
+        except SourceFileNotFoundError as error:
+            listed, skipped = client.listing(url.child(url.key + "/"))
+            folder = _folder(listed, url, suffixes)
             if folder:
                 return folder
+            if skipped:
+                raise SourceFileNotFoundError(
+                    f"{owner}: {text!r} does not exist.{_left_out(url, skipped)}"
+                ) from error
             raise
-    folder = _folder(client.list_objects(url), url, suffixes)
+    listed, skipped = client.listing(url)
+    folder = _folder(listed, url, suffixes)
     if not folder:
         raise SourceFileNotFoundError(
             f"{owner}: {text!r} holds no {what} object (no name contains "
             f"{' or '.join(suffixes)}); pass the objects or a pattern such as "
-            f"{text.rstrip('/') + '/*' + suffixes[0]!r}."
+            f"{text.rstrip('/') + '/*' + suffixes[0]!r}.{_left_out(url, skipped)}"
         )
     return folder
+
+
+def _left_out(url: ObjectUrl, skipped: list[str]) -> str:
+    """A note on the keys a listing left out, for a message ("" if none)."""
+    if not skipped:
+        return ""
+    return (
+        f" Left out, as keys chute cannot address: {url.child(skipped[0])}"
+        f" ({key_problem(skipped[0])})"
+        + (f" and {len(skipped) - 1} more" if len(skipped) > 1 else "")
+        + "; rename such objects to read them."
+    )
 
 
 def _folder(

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from .._errors import InvalidArgumentError
+from ._keys import key_problem
 
 __all__ = ["ObjectUrl", "is_object_url", "local_path", "parse_object_url"]
 
@@ -93,7 +94,8 @@ def parse_object_url(text: str, owner: str = "chute") -> ObjectUrl:
     """Parses `s3://bucket/key` or `gs://bucket/key`.
 
     Raises:
-        InvalidArgumentError: not such a URL, or its bucket name is not a valid one.
+        InvalidArgumentError: not such a URL, its bucket name is not a valid one, or its
+            key has a segment `.`, `..` or empty, or a control character.
 
     Example:
         >>> parse_object_url("gs://bucket/a/b.npy")
@@ -113,4 +115,11 @@ def parse_object_url(text: str, owner: str = "chute") -> ObjectUrl:
         )
     if "//" in key:
         raise InvalidArgumentError(f"{owner}: {text!r} has an empty path segment ('//').")
+    problem = key_problem(key)
+    if problem is not None:
+        raise InvalidArgumentError(
+            f"{owner}: {text!r} names a key with {problem}, which chute cannot address "
+            "(object stores accept such keys, but obstore refuses them, and a path tool "
+            "would read another object); rename the object, or name the objects beside it."
+        )
     return ObjectUrl(scheme, bucket, key)
