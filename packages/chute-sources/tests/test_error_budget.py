@@ -1,4 +1,5 @@
 import json
+import sys
 
 import pytest
 from hypothesis import given
@@ -121,6 +122,7 @@ def test_the_state_round_trips_through_json_and_replays_the_skipped_elements():
     assert state["failures"] == 2
     assert len(state["skipped"][0][3]) == 300  # Long messages are shortened.
     restored = ErrorLedger(ErrorBudget(max_failures=5))
+    restored.register()
     restored.set_state(state)
     assert restored.failures == 2
     assert restored.skipped == ledger.skipped
@@ -140,25 +142,74 @@ def test_the_state_round_trips_through_json_and_replays_the_skipped_elements():
         ),
         (
             {"failures": -1, "skipped": []},
-            "an error ledger's state needs 'failures' an int >= 0 and 'skipped' a list, got -1 "
-            "and list.",
+            f"the error ledger's state['failures'] = -1 is out of range [0, {sys.maxsize}] "
+            "(a count).",
+        ),
+        (
+            {"failures": 1, "skipped": {}},
+            "the error ledger's state['skipped'] must be a list of skipped elements, got dict {}.",
         ),
         (
             {"failures": 1, "skipped": [[0, [1], "w"]]},
-            "a skipped element in an error ledger's state is [stage, origin or null, where, "
-            "error], got [0, [1], 'w'].",
+            "the error ledger's state['skipped'][0] must be [stage (an int >= 0), origin or "
+            "null, where, error], got [0, [1], 'w'].",
         ),
         (
             {"failures": 1, "skipped": [[0, ["1"], "w", "e"]]},
-            "a skipped element in an error ledger's state is [stage, origin or null, where, "
-            "error], got [0, ['1'], 'w', 'e'].",
+            "the error ledger's state['skipped'][0] = [0, ['1'], 'w', 'e'] has origin ['1']: "
+            f"its ints are in [0, {sys.maxsize}], at least one (or the origin is null).",
+        ),
+        (
+            {"failures": 2, "skipped": [[0, [1], "w", "e"], [0, [2**63], "w", "e"]]},
+            f"the error ledger's state['skipped'][1] = [0, [{2**63}], 'w', 'e'] has origin "
+            f"[{2**63}]: its ints are in [0, {sys.maxsize}], at least one (or the origin is null).",
+        ),
+        (
+            {"failures": 1, "skipped": [[0, [], "w", "e"]]},
+            "the error ledger's state['skipped'][0] = [0, [], 'w', 'e'] has origin []: its ints "
+            f"are in [0, {sys.maxsize}], at least one (or the origin is null).",
+        ),
+        (
+            {"failures": 1, "skipped": [[2, [1], "w", "e"]]},
+            "the error ledger's state['skipped'][0] = [2, [1], 'w', 'e']: its stage 2 is out of "
+            "range [0, 1] (the 2 stages that skip failures).",
+        ),
+        (
+            {"failures": 2, "skipped": [[1, [5, 0], "w", "e"], [1, [5, 0], "v", "f"]]},
+            "the error ledger's state['skipped'][1] = [1, [5, 0], 'v', 'f'] is skipped twice; an "
+            "element is skipped once.",
+        ),
+        (
+            {"failures": 1, "skipped": [[0, [1], "w", "e"], [0, [2], "w", "e"]]},
+            "the error ledger's state['skipped'] lists 2 skipped elements, more than the 1 it "
+            "may keep (the 1 failures, at most 1000).",
+        ),
+        (
+            {"failures": 2**63, "skipped": []},
+            f"the error ledger's state['failures'] = {2**63} is out of range [0, {sys.maxsize}] "
+            "(a count).",
         ),
     ],
 )
-def test_malformed_states_are_refused(state, message):
+def test_malformed_states_are_refused_and_change_nothing(state, message):
+    ledger = ErrorLedger(ErrorBudget(5))
+    ledger.register(2)
+    ledger.charge(1, (3,), "map(f)", ValueError("x"), seen=4)
+    before = ledger.get_state()
     with pytest.raises(InvalidStateError) as caught:
-        ErrorLedger(ErrorBudget(1)).set_state(state)
+        ledger.set_state(state)
     assert str(caught.value) == message
+    assert ledger.get_state() == before
+    assert ledger.replay == frozenset()
+
+
+def test_a_skipped_element_read_alone_names_itself():
+    with pytest.raises(InvalidStateError) as caught:
+        SkippedElement.from_json([0, [True], "w", "e"])
+    assert str(caught.value) == (
+        "a skipped element in an error ledger's state = [0, [True], 'w', 'e'] has origin "
+        f"[True]: its ints are in [0, {sys.maxsize}], at least one (or the origin is null)."
+    )
 
 
 def test_the_state_keeps_the_most_recent_skips_and_the_whole_count():

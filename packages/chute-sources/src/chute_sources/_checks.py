@@ -19,7 +19,7 @@ from typing import Any, cast
 import numpy as np
 
 from ._errors import ArgumentTypeError, InvalidArgumentError, InvalidStateError
-from ._protocols import IteratorState, JsonValue
+from ._protocols import CheckpointableIterator, IteratorState, JsonValue
 
 __all__ = [
     "MAX_SEED",
@@ -32,7 +32,10 @@ __all__ = [
     "check_sequence",
     "check_state",
     "check_weights",
+    "restore_all",
+    "state_bool",
     "state_dict",
+    "state_dicts",
     "state_int",
     "state_int_lists",
     "state_parent",
@@ -150,9 +153,17 @@ def state_value(
 ) -> int:
     """Reads the integer `state[key]`, raising `InvalidStateError` when it is unusable.
 
+    `maximum` defaults to `sys.maxsize`: every count and position of a chute state is
+    index-sized, so a larger value was never written by `get_state()`.
+
     Example:
         >>> state_value({"epoch": 2}, "epoch", "IndexSampler")
         2
+        >>> state_value({"epoch": 2}, "epoch", "RepeatIter", maximum=1)
+        Traceback (most recent call last):
+        ...
+        chute_sources._errors.InvalidStateError: RepeatIter: state['epoch'] = 2 is out of \
+range [0, 1]; the state belongs to another pipeline or was edited.
     """
     check_state(state, owner)
     if key not in state:
@@ -160,14 +171,20 @@ def state_value(
             f"{owner}: state {state!r} has no {key!r}; pass a state from this iterator's "
             "get_state()."
         )
-    value: JsonValue = state[key]
+    return _in_range(owner, key, state[key], minimum, sys.maxsize if maximum is None else maximum)
+
+
+def _in_range(owner: str, key: str, value: JsonValue, minimum: int, maximum: int) -> int:
+    """`value` if it is an int (not a bool) in `[minimum, maximum]`, else `InvalidStateError`."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidStateError(f"{owner}: state[{key!r}] must be an int, got {value!r}.")
-    if value < minimum or (maximum is not None and value > maximum):
-        upper = "" if maximum is None else f", {maximum}"
         raise InvalidStateError(
-            f"{owner}: state[{key!r}] = {value} is out of range [{minimum}{upper}]; the state "
-            "belongs to another iterator or was edited."
+            f"{owner}: state[{key!r}] must be an int in [{minimum}, {maximum}], got "
+            f"{type(value).__name__} {value!r}."
+        )
+    if not minimum <= value <= maximum:
+        raise InvalidStateError(
+            f"{owner}: state[{key!r}] = {value} is out of range [{minimum}, {maximum}]; the "
+            "state belongs to another pipeline or was edited."
         )
     return value
 
@@ -232,15 +249,13 @@ def state_position(state: IteratorState, owner: str, maximum: int) -> int:
             f"{owner}: state {state!r} has no 'position'; pass a state from this iterator's "
             "get_state() (or from a SequentialIter over the same dataset)."
         )
-    value: JsonValue = state["position"]
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidStateError(f"{owner}: state['position'] must be an int, got {value!r}.")
-    if not 0 <= value <= maximum:
+    unknown = sorted(str(key) for key in state if key != "position")
+    if unknown:
         raise InvalidStateError(
-            f"{owner}: state['position'] = {value} is out of range [0, {maximum}]; the state "
-            "belongs to another dataset or was edited."
+            f"{owner}: a state has exactly the key ['position']; unknown {unknown}. Was it "
+            "saved by another iterator?"
         )
-    return value
+    return _in_range(owner, "position", state["position"], 0, maximum)
 
 
 def state_dict(owner: object, state: object, keys: tuple[str, ...]) -> IteratorState:
@@ -260,26 +275,116 @@ def state_dict(owner: object, state: object, keys: tuple[str, ...]) -> IteratorS
     return state
 
 
-def state_int(owner: object, state: IteratorState, key: str) -> int:
-    """Returns `state[key]` if it is an int >= 0, else raises `InvalidStateError`."""
-    value: Any = state[key]
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidStateError(f"{owner!r}: state[{key!r}] must be an int >= 0, got {value!r}.")
+def state_int(
+    owner: object,
+    state: IteratorState,
+    key: str,
+    *,
+    minimum: int = 0,
+    maximum: int = sys.maxsize,
+) -> int:
+    """Returns `state[key]` if it is an int in `[minimum, maximum]`, else `InvalidStateError`.
+
+    The message names `owner` (by its `repr`), the key, the value and the range.
+
+    Example:
+        >>> state_int("LimitIter", {"count": 3}, "count", maximum=5)
+        3
+    """
+    if key not in state:
+        raise InvalidStateError(f"{owner!r}: the state {state!r} has no {key!r}.")
+    return _in_range(repr(owner), key, state[key], minimum, maximum)
+
+
+def state_bool(owner: object, state: IteratorState, key: str) -> bool:
+    """Returns `state[key]` if it is a bool, else raises `InvalidStateError`.
+
+    Example:
+        >>> state_bool("MixIter", {"exhausted": False}, "exhausted")
+        False
+    """
+    value = state.get(key)
+    if not isinstance(value, bool):
+        raise InvalidStateError(
+            f"{owner!r}: state[{key!r}] must be a bool, got {type(value).__name__} {value!r}."
+        )
     return value
 
 
+def state_dicts(
+    owner: object, state: IteratorState, key: str, count: int, each: str = "parent"
+) -> list[IteratorState]:
+    """`state[key]` if it is a list of `count` dicts (inner states), else `InvalidStateError`.
+
+    `each` names what each state belongs to, for the message ("one per parent").
+
+    Example:
+        >>> state_dicts("ZipIter", {"parents": [{}, {"position": 1}]}, "parents", 2)
+        [{}, {'position': 1}]
+    """
+    value = state.get(key)
+    if not (
+        isinstance(value, list) and len(value) == count and all(isinstance(s, dict) for s in value)
+    ):
+        raise InvalidStateError(
+            f"{owner!r}: state[{key!r}] must list {count} states (dicts), one per {each}; "
+            f"got {value!r}."
+        )
+    return cast(list[IteratorState], value)
+
+
 def state_int_lists(owner: object, state: IteratorState, key: str) -> list[list[int]]:
-    """Returns `state[key]` if it is a list of lists of ints >= 0, else raises."""
+    """Returns `state[key]` if it is a list of lists of index-sized ints >= 0, else raises."""
     value: JsonValue = state[key]
     if isinstance(value, list) and all(
         isinstance(inner, list)
-        and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in inner)
+        and all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= sys.maxsize for x in inner
+        )
         for inner in value
     ):
         return [[int(x) for x in inner] for inner in value]  # type: ignore[union-attr, arg-type]
     raise InvalidStateError(
-        f"{owner!r}: state[{key!r}] must be a list of lists of ints >= 0, got {value!r}."
+        f"{owner!r}: state[{key!r}] must be a list of lists of ints in [0, {sys.maxsize}], got "
+        f"{value!r}."
     )
+
+
+def restore_all(
+    iterators: Sequence[CheckpointableIterator[Any]], states: Sequence[IteratorState]
+) -> None:
+    """Sets `iterators[i]` to `states[i]` for every `i`, or leaves them all where they were.
+
+    For iterators that read several streams (zip, concatenate, mix): if one stream
+    refuses its state, the ones set before it are set back to their states before the
+    call, so a refused state moves nothing.
+
+    Example:
+        >>> class Counter:
+        ...     def __init__(self, limit): self.limit, self.at = limit, 0
+        ...     def __next__(self): raise StopIteration
+        ...     def get_state(self): return {"at": self.at}
+        ...     def set_state(self, state):
+        ...         if state["at"] > self.limit: raise InvalidStateError("past the limit")
+        ...         self.at = state["at"]
+        >>> a, b = Counter(10), Counter(1)
+        >>> try:
+        ...     restore_all([a, b], [{"at": 5}, {"at": 5}])
+        ... except InvalidStateError:
+        ...     pass
+        >>> a.at, b.at
+        (0, 0)
+    """
+    done: list[tuple[CheckpointableIterator[Any], IteratorState]] = []
+    try:
+        for iterator, state in zip(iterators, states, strict=True):
+            previous = iterator.get_state()
+            iterator.set_state(state)
+            done.append((iterator, previous))
+    except BaseException:
+        for iterator, previous in reversed(done):
+            iterator.set_state(previous)
+        raise
 
 
 def state_parent(owner: object, state: IteratorState) -> IteratorState:

@@ -42,6 +42,7 @@ import contextlib
 import contextvars
 import dataclasses
 import math
+import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -155,23 +156,32 @@ class SkippedElement:
 
     @classmethod
     def from_json(cls, value: Any) -> SkippedElement:
-        """The inverse of `to_json`; raises `InvalidStateError` if `value` is malformed."""
-        if isinstance(value, list) and len(value) == 4:
-            stage, origin, where, error = value
-            ints = isinstance(origin, list) and all(
-                isinstance(x, int) and not isinstance(x, bool) for x in origin
+        """The inverse of `to_json`; raises `InvalidStateError` if `value` is malformed.
+
+        The stage is an int >= 0, the origin null or a non-empty list of ints in
+        `[0, sys.maxsize]`, `where` and `error` strings.
+        """
+        return _skipped_element(value, "a skipped element in an error ledger's state")
+
+
+def _skipped_element(value: Any, field: str) -> SkippedElement:
+    """`SkippedElement.from_json(value)`; messages name the element as `field`."""
+    if isinstance(value, list) and len(value) == 4:
+        stage, origin, where, error = value
+        if origin is not None and not (
+            isinstance(origin, list)
+            and origin
+            and all(_is_count(x) and x <= sys.maxsize for x in origin)
+        ):
+            raise InvalidStateError(
+                f"{field} = {value!r} has origin {origin!r}: its ints are in [0, "
+                f"{sys.maxsize}], at least one (or the origin is null)."
             )
-            if (
-                _is_count(stage)
-                and (origin is None or ints)
-                and isinstance(where, str)
-                and isinstance(error, str)
-            ):
-                return cls(stage, None if origin is None else tuple(origin), where, error)
-        raise InvalidStateError(
-            "a skipped element in an error ledger's state is [stage, origin or null, where, "
-            f"error], got {value!r}."
-        )
+        if _is_count(stage) and isinstance(where, str) and isinstance(error, str):
+            return SkippedElement(stage, None if origin is None else tuple(origin), where, error)
+    raise InvalidStateError(
+        f"{field} must be [stage (an int >= 0), origin or null, where, error], got {value!r}."
+    )
 
 
 def _is_count(value: object) -> bool:
@@ -307,24 +317,78 @@ Skipped before: map(f) at position 4 (ValueError: bad).
         return {"failures": self.failures, "skipped": [s.to_json() for s in self._recent]}
 
     def set_state(self, state: IteratorState, /) -> None:
-        """Restores counts and skipped elements; they will be skipped again, unrun."""
+        """Restores counts and skipped elements; they will be skipped again, unrun.
+
+        Raises:
+            InvalidStateError: see `check_state`; the ledger is then unchanged.
+        """
+        failures, elements = self.check_state(state)
+        self.failures = failures
+        self._recent = collections.deque(elements, maxlen=KEEP)
+        self._keys = {key for key in (s.key for s in elements) if key is not None}
+        self.replay = frozenset(self._keys)
+
+    def check_state(self, state: object) -> tuple[int, list[SkippedElement]]:
+        """The failure count and skipped elements of `state`, checked against this ledger.
+
+        A state of this ledger counts at most `sys.maxsize` failures and keeps at most
+        `KEEP` skipped elements, no more than the failures; each names a stage this
+        ledger numbered (`register`) and an origin of index-sized ints >= 0, and no
+        element is skipped twice.
+
+        Raises:
+            InvalidStateError: the state is malformed or out of range (the message
+                names the field, the value and the allowed range).
+
+        Example:
+            >>> ledger = ErrorLedger(ErrorBudget(max_failures=1))
+            >>> ledger.register()
+            0
+            >>> ledger.check_state({"failures": 1, "skipped": [[0, [4], "map", "E"]]})
+            (1, [SkippedElement(stage=0, origin=(4,), where='map', error='E')])
+        """
         if not isinstance(state, dict) or set(state) != {"failures", "skipped"}:
             raise InvalidStateError(
                 "an error ledger's state is {'failures': n, 'skipped': [...]} (from "
                 f"get_state()), got {state!r}."
             )
         failures, skipped = state["failures"], state["skipped"]
-        if not _is_count(failures) or not isinstance(skipped, list):
+        if not _is_count(failures) or failures > sys.maxsize:
             raise InvalidStateError(
-                "an error ledger's state needs 'failures' an int >= 0 and 'skipped' a list, "
-                f"got {failures!r} and {type(skipped).__name__}."
+                f"the error ledger's state['failures'] = {failures!r} is out of range "
+                f"[0, {sys.maxsize}] (a count)."
             )
-        elements = [SkippedElement.from_json(value) for value in skipped]
+        if not isinstance(skipped, list):
+            raise InvalidStateError(
+                "the error ledger's state['skipped'] must be a list of skipped elements, got "
+                f"{type(skipped).__name__} {skipped!r}."
+            )
+        if len(skipped) > min(failures, KEEP):
+            raise InvalidStateError(
+                f"the error ledger's state['skipped'] lists {len(skipped)} skipped elements, "
+                f"more than the {min(failures, KEEP)} it may keep (the {failures} failures, "
+                f"at most {KEEP})."
+            )
+        elements: list[SkippedElement] = []
+        keys: set[Key] = set()
+        for number, value in enumerate(skipped):
+            field = f"the error ledger's state['skipped'][{number}]"
+            element = _skipped_element(value, field)
+            if not element.stage < self._stages:
+                raise InvalidStateError(
+                    f"{field} = {value!r}: its stage {element.stage} is out of range "
+                    f"[0, {self._stages - 1}] (the {self._stages} stages that skip failures)."
+                )
+            key = element.key
+            if key is not None and key in keys:
+                raise InvalidStateError(
+                    f"{field} = {value!r} is skipped twice; an element is skipped once."
+                )
+            if key is not None:
+                keys.add(key)
+            elements.append(element)
         assert isinstance(failures, int)
-        self.failures = failures
-        self._recent = collections.deque(elements, maxlen=KEEP)
-        self._keys = {key for key in (s.key for s in elements) if key is not None}
-        self.replay = frozenset(self._keys)
+        return failures, elements
 
     def preset(self, keys: Iterable[Key]) -> None:
         """(Collecting) the elements of this run that were skipped before a restore."""
