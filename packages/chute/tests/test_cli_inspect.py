@@ -146,3 +146,62 @@ def test_infer_schema_names_every_type_seen_and_missing_fields():
         "b": {"type": "str | missing"},
     }
     assert infer_schema([b"raw", b"bytes"]) == {"(record)": {"type": "bytes"}}
+
+
+def _zeros_npz(path, rows, row_bytes):
+    """A compressed .npz of zeros, `rows` x `row_bytes` (written in pieces: little memory)."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, shape, dtype in [("image", (rows, row_bytes), "|u1"), ("label", (rows,), "<i8")]:
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                header = {"descr": dtype, "fortran_order": False, "shape": shape}
+                np.lib.format.write_array_header_1_0(member, header)
+                left = int(np.prod(shape)) * np.dtype(dtype).itemsize
+                while left:
+                    member.write(bytes(min(left, 2**22)))
+                    left -= min(left, 2**22)
+
+
+_PEAK_RSS = """
+import resource, subprocess, sys
+done = subprocess.run([sys.executable, "-m", "chute", *sys.argv[1:]], capture_output=True)
+assert done.returncode == 0, done.stderr
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)  # KiB, the one child's peak.
+"""
+
+
+def _peak_rss_kib(*args):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout)
+
+
+def test_inspect_of_a_large_compressed_npz_decompresses_only_its_first_rows(run_chute, tmp_path):
+    _zeros_npz(tmp_path / "big.npz", rows=100_000, row_bytes=4096)  # 410 MB of data.
+    _zeros_npz(tmp_path / "small.npz", rows=10, row_bytes=4096)
+    assert (tmp_path / "big.npz").stat().st_size < 2_000_000
+    result = run_chute("inspect", tmp_path / "big.npz", "--records", "1")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1] == "records: 100,000 in 1 file"
+    assert lines[3:6] == [
+        "schema (from the first 100 rows of the arrays):",
+        "  field  type          dtype  shape",
+        "  image  ndarray       uint8  (4096,)",
+    ]
+    assert lines[-1] == (
+        "  [0] {'image': array(shape=(4096,), dtype=uint8, [0, 0, 0, 0, ...]), "
+        "'label': np.int64(0)}"
+    )
+    big = _peak_rss_kib("inspect", tmp_path / "big.npz")
+    small = _peak_rss_kib("inspect", tmp_path / "small.npz")
+    assert big - small < 64 * 1024, (big, small)  # Well below the 410 MB the arrays hold.

@@ -1,12 +1,13 @@
 """`NumpySource`: the rows of NumPy arrays (in memory, `.npy` or `.npz` files) as records.
 
-Files are memory-mapped where the format allows it, so opening a source reads only
-headers: a `.npy` file through `np.load(mmap_mode="r")`, and each array stored
-uncompressed in a `.npz` archive by mapping the archive once and viewing each array at
-its data offset inside the zip. Compressed `.npz` entries cannot be mapped and are
-decompressed into memory when the source is opened. Pickle is never allowed: an object
-array in a file is an error. A `.npy` object in a bucket is read by ranged reads of the
-rows asked for (`_numpy_remote`).
+Opening a source reads only headers. Files are memory-mapped where the format allows
+it: a `.npy` file through `np.load(mmap_mode="r")`, and each array stored uncompressed
+in a `.npz` archive by mapping the archive once and viewing each array at its data
+offset inside the zip. Compressed `.npz` entries cannot be mapped: their rows are
+decompressed when first read, from the first row up to the last one asked for
+(`_npz_compressed`). Pickle is never allowed: an object array in a file is an error.
+A `.npy` object in a bucket is read by ranged reads of the rows asked for
+(`_numpy_remote`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from numpy.lib import format as npy_format
 from ._base import Source
 from ._errors import SourceFileError, SourceFileNotFoundError
 from ._npy_header import FIX, check_header, read_header
+from ._npz_compressed import CompressedMember
 from ._numpy_remote import RemoteNpy
 from ._remote._options import StorageOptions
 from ._remote._urls import is_object_url, local_path
@@ -52,7 +54,11 @@ class NumpySource(Source[T]):
     * a path to a `.npz` file: records are dicts `{name: array[i]}` over its arrays (or
       only those named in `keys`), which must all have the same length. Arrays stored
       uncompressed (`np.savez`) are memory-mapped in place inside the zip; compressed ones
-      (`np.savez_compressed`) cannot be, and are decompressed into memory on opening.
+      (`np.savez_compressed`) cannot be: opening reads only their headers (checked
+      against the sizes the zip declares), and a read decompresses the rows from the
+      first up to the last one it asks for, into memory kept for later reads (reading
+      the first rows of a large array is cheap, reading its last row decompresses it
+      all). Their records are read-only views, like those of a mapped file.
     * an in-memory `np.ndarray` (records `array[i]`) or a dict of them (records dicts),
       held by reference and pickled with the source; `mmap` is ignored.
     * the URL of a `.npy` object in a bucket (`s3://bucket/key.npy`, `gs://...`): the
@@ -350,7 +356,8 @@ def _open_npy(path: str, mmap: bool) -> _Array:
 def _open_npz(path: str, keys: tuple[str, ...] | None, mmap: bool) -> dict[str, _Array]:
     try:
         archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as error:
+    except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError) as error:
+        # ValueError: a name that is not UTF-8; NotImplementedError: an unknown zip version.
         raise SourceFileError(
             f"NumpySource: {path} looks like a .npz archive but is not a readable zip file "
             f"({error}); it may be truncated; {FIX}."
@@ -367,7 +374,9 @@ def _open_npz(path: str, keys: tuple[str, ...] | None, mmap: bool) -> dict[str, 
         for name in names:
             info = members[name]
             where = f"{path} (array {name!r})"
-            if mmap and info.compress_type == zipfile.ZIP_STORED:
+            if info.compress_type != zipfile.ZIP_STORED:  # Headers now, rows when read.
+                arrays[name] = cast(_Array, CompressedMember.open(path, archive, info, where))
+            elif mmap:
                 if mapping is None:
                     mapping = mmap_lib.mmap(file.fileno(), 0, access=mmap_lib.ACCESS_READ)
                 arrays[name] = _map_stored(file, mapping, info, where)
@@ -412,7 +421,7 @@ def _map_stored(
 
 
 def _load_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> _Array:
-    """Reads a (compressed) member into memory, after checking its header."""
+    """Reads an uncompressed member into memory (`mmap=False`), after checking its header."""
     try:
         with archive.open(info) as stream:
             header = read_header(stream, where)

@@ -80,9 +80,15 @@ def add_inspect_parser(commands: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _sample_keys(total: int, count: int) -> list[int]:
-    if count >= total:
-        return list(range(total))
+_ARRAY_FORMATS = ("npy", "npz")
+"""Formats whose records are rows of arrays: every row has the same types, dtypes and
+shapes, so the first rows give the schema (and a compressed `.npz` decompresses only
+those)."""
+
+
+def _sample_keys(total: int, count: int, format: str) -> list[int]:
+    if count >= total or format in _ARRAY_FORMATS:
+        return list(range(min(count, total)))
     return sorted(set(np.linspace(0, total - 1, count).round().astype(int).tolist()))
 
 
@@ -117,7 +123,8 @@ def inspect_data(
         {"path": file, "bytes": _bytes(file), "records": count}
         for file, count in zip(opened.files, opened.file_records, strict=True)
     ]
-    schema = infer_schema(opened.read(_sample_keys(total, sample))) if total else {}
+    keys = _sample_keys(total, sample, opened.format)
+    schema = infer_schema(opened.read(keys)) if total else {}
     first = opened.read(list(range(min(records, total)))) if total else []
     report: dict[str, Any] = {
         "path": path,
@@ -212,7 +219,11 @@ def run_inspect(args: argparse.Namespace) -> int:
     if "classes" in report:
         print("classes: " + ", ".join(f"{n}={c}" for n, c in enumerate(report["classes"])))
     if report["schema"]:
-        print(f"schema (from {report['schema_sample']:,} records spread over the data set):")
+        count = report["schema_sample"]
+        if report["format"] in _ARRAY_FORMATS:  # Rows of arrays: all alike.
+            print(f"schema (from the first {count:,} rows of the arrays):")
+        else:
+            print(f"schema (from {count:,} records spread over the data set):")
         for line in schema_table(report["schema"]):
             print(f"  {line}")
     if report["records"]:
