@@ -167,14 +167,28 @@ def test_a_repeated_cache_resumes_at_every_position_also_into_a_fresh_iterator()
     assert_resumes(lambda: CacheIter(SequentialIter([1, 2])), expected=[1, 2])
 
 
-def test_cache_refuses_a_position_past_the_stream():
+def test_cache_refuses_a_position_past_the_stream_and_stays_where_it_was():
     it = CacheIter(SequentialIter([1, 2]))
+    assert next(it) == 1
     with pytest.raises(InvalidStateError) as caught:
         it.set_state({"parent": {"position": 2}, "position": 5, "filled": False})
     assert str(caught.value) == (
-        "CacheIter(2 cached, filled=False): the state is at element 5, but the stream has 2; "
-        "the state belongs to another pipeline."
+        "CacheIter(1 cached, filled=False): state['position'] = 5 is past the 2 elements of "
+        "the stream; the state belongs to another pipeline."
     )
+    assert it.get_state() == {"parent": {"position": 1}, "position": 1, "filled": False}
+    assert list(it) == [2]
+
+
+def test_cache_refuses_a_filled_state_past_the_stream_and_keeps_its_cache():
+    it = CacheIter(SequentialIter([1, 2, 3]))
+    assert next(it) == 1
+    with pytest.raises(
+        InvalidStateError, match=r"state\['position'\] = 4 is out of range \[0, 3\]"
+    ):
+        it.set_state({"parent": {"position": 0}, "position": 4, "filled": True})
+    assert it.get_state() == {"parent": {"position": 1}, "position": 1, "filled": False}
+    assert list(it) == [2, 3]
 
 
 def test_cache_map_reads_each_position_once_in_epoch_0():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TypeVar
 
 import numpy as np
@@ -12,7 +13,13 @@ from chute_sources import (
     IteratorState,
     RandomAccessDataSource,
 )
-from chute_sources.internal import check_dataset, state_dict, state_int, state_parent
+from chute_sources.internal import (
+    check_dataset,
+    state_bool,
+    state_dict,
+    state_int,
+    state_parent,
+)
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
@@ -137,38 +144,65 @@ class CacheIter(IterNode[T]):
     def set_state(self, state: IteratorState, /) -> None:
         checked = state_dict(self, state, ("parent", "position", "filled"))
         position = state_int(self, checked, "position")
-        filled = checked["filled"]
-        if not isinstance(filled, bool):
-            raise InvalidStateError(f"{self!r}: state['filled'] must be a bool, got {filled!r}.")
-        if filled and not self._filled:
-            self._fill_from_start(None)
-        elif not filled and position > len(self._cache) and not self._filled:
-            self._fill_from_start(position)
-        if self._filled:
-            if position > len(self._cache):
+        filled = state_bool(self, checked, "filled")
+        parent = state_parent(self, checked)
+        if filled and _as_json(parent) != _as_json(self._start):
+            raise InvalidStateError(
+                f"{self!r}: state['parent'] of a filled cache is the parent's state at its "
+                f"start, {self._start!r}; got {parent!r}. Was it saved by another pipeline?"
+            )
+        if self._filled or (not filled and position <= len(self._cache)):
+            if self._filled and position > len(self._cache):
                 raise InvalidStateError(
-                    f"{self!r}: state['position'] = {position} is past the {len(self._cache)} "
-                    "cached elements; the state belongs to another pipeline."
+                    f"{self!r}: state['position'] = {position} is out of range [0, "
+                    f"{len(self._cache)}] (the cached elements); the state belongs to another "
+                    "pipeline."
                 )
-        else:
-            self._parent.set_state(state_parent(self, checked))
-        self._position = position
+            if not filled:  # Checks it (unused while the cache serves the stream).
+                self._parent.set_state(parent)
+            self._position = position
+            return
+        # The cache must first be read from the parent's start: all of it, or `position`.
+        previous = self._parent.get_state()
+        try:
+            cache, complete = self._read_from_start(None if filled else position)
+            if complete and position > len(cache):
+                raise InvalidStateError(
+                    f"{self!r}: state['position'] = {position} is out of range [0, "
+                    f"{len(cache)}] (the elements of the stream); the state belongs to another "
+                    "pipeline."
+                )
+            if not complete:
+                self._parent.set_state(parent)
+        except BaseException:
+            self._parent.set_state(previous)  # A refused state moves nothing.
+            raise
+        self._cache, self._filled, self._position = cache, complete, position
 
-    def _fill_from_start(self, count: int | None) -> None:
-        """Reads the parent from its start: `count` elements, or to its end (None)."""
+    def _read_from_start(self, count: int | None) -> tuple[list[T], bool]:
+        """The parent's first `count` elements (None: all), and whether that is all of them.
+
+        Raises:
+            InvalidStateError: the stream has fewer than `count` elements.
+        """
         self._parent.set_state(self._start)
-        self._cache = []
-        while count is None or len(self._cache) < count:
+        cache: list[T] = []
+        while count is None or len(cache) < count:
             try:
-                self._cache.append(next(self._parent))
+                cache.append(next(self._parent))
             except StopIteration:
                 if count is not None:
                     raise InvalidStateError(
-                        f"{self!r}: the state is at element {count}, but the stream has "
-                        f"{len(self._cache)}; the state belongs to another pipeline."
+                        f"{self!r}: state['position'] = {count} is past the {len(cache)} "
+                        "elements of the stream; the state belongs to another pipeline."
                     ) from None
-                self._filled = True
-                return
+                return cache, True
+        return cache, False
 
     def __repr__(self) -> str:
         return f"CacheIter({len(self._cache)} cached, filled={self._filled})"
+
+
+def _as_json(state: IteratorState) -> str:
+    """`state` as canonical JSON: states compare by type too (`False` is not `0`)."""
+    return json.dumps(state, sort_keys=True)

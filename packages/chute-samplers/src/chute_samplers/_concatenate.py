@@ -10,12 +10,18 @@ from typing import Any
 import numpy as np
 
 from chute_sources import CheckpointableIterator, IteratorState, RandomAccessDataSource
-from chute_sources.internal import check_dataset, check_sequence, state_dict, state_value
+from chute_sources.internal import (
+    check_dataset,
+    check_sequence,
+    restore_all,
+    state_dict,
+    state_dicts,
+    state_int,
+)
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
 from ._node import ENDLESS, EpochArray, MapNode, PositionArray, fetch
-from ._zip import parent_states
 
 __all__ = ["ConcatenateIter", "ConcatenateMap"]
 
@@ -134,11 +140,8 @@ class ConcatenateIter(IterNode[Any]):
 
     def set_state(self, state: IteratorState, /) -> None:
         checked = state_dict(self, state, ("current", "parents"))
-        current = state_value(checked, "current", "ConcatenateIter", maximum=len(self._parents) - 1)
-        for parent, parent_state in zip(
-            self._parents, parent_states(self, checked, len(self._parents)), strict=True
-        ):
-            parent.set_state(parent_state)
+        current = state_int(self, checked, "current", maximum=len(self._parents) - 1)
+        restore_all(self._parents, state_dicts(self, checked, "parents", len(self._parents)))
         self._current = current
 
     def __repr__(self) -> str:

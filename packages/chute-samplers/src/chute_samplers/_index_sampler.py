@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from chute_sources import IteratorState, RecordIndexError, RecordMetadata
-from chute_sources.internal import check_bool, check_int, check_seed, distinct, state_value
+from chute_sources.internal import check_bool, check_int, check_seed, distinct, state_position
 
 from ._iter_base import IterNode
 from ._permutation import MAX_SIZE, Permutation
@@ -302,8 +302,8 @@ class IndexSamplerIterator(IterNode[RecordMetadata]):
         return {"position": self._position}
 
     def set_state(self, state: IteratorState, /) -> None:
-        maximum = None if self._sampler.endless else len(self._sampler)
-        self._position = state_value(state, "position", "IndexSamplerIterator", maximum=maximum)
+        maximum = sys.maxsize if self._sampler.endless else len(self._sampler)
+        self._position = state_position(state, "IndexSamplerIterator", maximum)
         self._buffer, self._offset, self._last = [], 0, None
 
     def __repr__(self) -> str:

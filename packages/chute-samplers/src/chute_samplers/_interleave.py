@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeAlias, TypeVar
+from typing import TypeAlias, TypeVar, cast
 
 from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState, JsonValue
-from chute_sources.internal import check_int, check_sequence, state_value
+from chute_sources.internal import check_int, check_sequence, state_dict, state_int
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
@@ -118,26 +118,42 @@ class InterleaveIter(IterNode[T]):
         return {"cursor": self._cursor, "next_input": self._next_input, "slots": slots}
 
     def set_state(self, state: IteratorState, /) -> None:
-        owner = "InterleaveIter"
-        cursor = state_value(state, "cursor", owner, maximum=self._cycle_length - 1)
-        next_input = state_value(state, "next_input", owner, maximum=len(self._inputs))
-        slots = state.get("slots")
+        checked = state_dict(self, state, ("cursor", "next_input", "slots"))
+        cursor = state_int(self, checked, "cursor", maximum=self._cycle_length - 1)
+        next_input = state_int(self, checked, "next_input", maximum=len(self._inputs))
+        slots = checked["slots"]
         if not isinstance(slots, list) or len(slots) != self._cycle_length:
             raise InvalidStateError(
-                f"{owner}: state['slots'] must list {self._cycle_length} slots (the "
+                f"{self!r}: state['slots'] must list {self._cycle_length} slots (the "
                 f"cycle_length), got {slots!r}."
             )
-        restored: list[tuple[int, CheckpointableIterator[T]] | None] = []
+        wanted: list[tuple[int, IteratorState] | None] = []
         for slot in slots:
             if slot is None:
-                restored.append(None)
+                wanted.append(None)
                 continue
             if not isinstance(slot, dict) or not isinstance(slot.get("state"), dict):
-                raise InvalidStateError(f"{owner}: malformed slot {slot!r} in the state.")
-            number = state_value(slot, "input", owner, maximum=next_input - 1)
-            inner = slot["state"]
-            assert isinstance(inner, dict)
-            restored.append((number, self._open(number, inner)))
+                raise InvalidStateError(f"{self!r}: malformed slot {slot!r} in the state.")
+            state_dict(self, slot, ("input", "state"))
+            number = state_int(self, slot, "input", maximum=next_input - 1)
+            wanted.append((number, cast(IteratorState, slot["state"])))
+        numbers = [w[0] for w in wanted if w is not None]
+        if len(set(numbers)) != len(numbers):
+            raise InvalidStateError(
+                f"{self!r}: state['slots'] opens input(s) "
+                f"{sorted({n for n in numbers if numbers.count(n) > 1})} in more than one "
+                "slot; each input is read in one slot at most."
+            )
+        # Inputs given as iterators are shared with the caller: set back if one refuses.
+        shared = {n: self._inputs[n].get_state() for n in numbers if n in self._initial}  # type: ignore[union-attr]
+        restored: list[tuple[int, CheckpointableIterator[T]] | None] = []
+        try:
+            for item in wanted:
+                restored.append(None if item is None else (item[0], self._open(*item)))
+        except BaseException:
+            for number, previous in shared.items():
+                self._inputs[number].set_state(previous)  # type: ignore[union-attr]
+            raise
         self._slots, self._cursor, self._next_input = restored, cursor, next_input
         self._last = None
 

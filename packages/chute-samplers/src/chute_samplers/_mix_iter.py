@@ -5,8 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
-from chute_sources.internal import check_sequence, state_value
+from chute_sources import CheckpointableIterator, IteratorState
+from chute_sources.internal import (
+    check_sequence,
+    restore_all,
+    state_bool,
+    state_dict,
+    state_dicts,
+    state_int,
+)
 
 from ._iter_base import IterNode
 from ._schedule import MixSchedule
@@ -34,7 +41,8 @@ class MixIter(IterNode[T]):
     deterministic and keeps its proportions however sparse (e.g. filtered) the
     components are. It ends when the component whose turn it is has run out.
 
-    The state is the position plus every component's state. The `origin` of an element
+    The state is the position (an index-sized int) plus every component's state; a
+    state that one component refuses moves none of them. The `origin` of an element
     is `(component,) + <its origin in the component>` (None if the component gives
     none).
 
@@ -100,24 +108,11 @@ class MixIter(IterNode[T]):
         }
 
     def set_state(self, state: IteratorState, /) -> None:
-        position = state_value(state, "position", "MixIter")
-        exhausted = state.get("exhausted")
-        components = state.get("components")
-        if not isinstance(exhausted, bool):
-            raise InvalidStateError(
-                f"MixIter: state['exhausted'] must be a bool, got {exhausted!r}."
-            )
-        if not isinstance(components, list) or len(components) != len(self._iterators):
-            raise InvalidStateError(
-                f"MixIter: state['components'] must list {len(self._iterators)} states, one per "
-                f"component; got {components!r}."
-            )
-        for iterator, component_state in zip(self._iterators, components, strict=True):
-            if not isinstance(component_state, dict):
-                raise InvalidStateError(
-                    f"MixIter: a component state must be a dict, got {component_state!r}."
-                )
-            iterator.set_state(component_state)
+        checked = state_dict(self, state, ("position", "exhausted", "components"))
+        position = state_int(self, checked, "position")
+        exhausted = state_bool(self, checked, "exhausted")
+        components = state_dicts(self, checked, "components", len(self._iterators), "component")
+        restore_all(self._iterators, components)
         self._position, self._exhausted, self._last = position, exhausted, -1
 
     def __repr__(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TypeVar
 
 from chute_sources import CheckpointableIterator, IteratorState
@@ -25,7 +26,8 @@ class RepeatIter(IterNode[T]):
     `CacheIter` under the repeat replays its cache. An empty parent ends the stream at
     once, even when endless.
 
-    The state is `{"epoch": e, "parent": <the parent's state>}`. The `origin` of an
+    The state is `{"epoch": e, "parent": <the parent's state>}`, `e` in `[0,
+    num_epochs]` (`num_epochs` once the stream has ended). The `origin` of an
     element is `(epoch,) + <its origin in the parent>`, so a random map after the
     repeat draws anew each epoch.
 
@@ -84,7 +86,8 @@ class RepeatIter(IterNode[T]):
 
     def set_state(self, state: IteratorState, /) -> None:
         checked = state_dict(self, state, ("epoch", "parent"))
-        epoch = state_int(self, checked, "epoch")
+        most = sys.maxsize if self._num_epochs is None else self._num_epochs
+        epoch = state_int(self, checked, "epoch", maximum=most)
         self._parent.set_state(state_parent(self, checked))
         self._epoch = epoch
         self._yielded = checked["parent"] != self._start

@@ -11,7 +11,7 @@ from typing import TypeVar
 import numpy as np
 
 from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
-from chute_sources.internal import active_ledger, check_dataset, check_int, state_value
+from chute_sources.internal import active_ledger, check_dataset, check_int, state_position
 
 from ._iter_base import IterNode
 from ._span import Span, read_span, reader_name
@@ -209,9 +209,7 @@ class SequentialIter(IterNode[T]):
         return {"position": self._position}
 
     def set_state(self, state: IteratorState, /) -> None:
-        self._position = state_value(
-            state, "position", "SequentialIter", maximum=len(self._dataset)
-        )
+        self._position = state_position(state, "SequentialIter", len(self._dataset))
         self._span, self._offset, self._last = Span(self._position, []), 0, -1
 
     def __repr__(self) -> str:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TypeVar
 
 from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
-from chute_sources.internal import check_int, check_seed, state_value
+from chute_sources.internal import check_int, check_seed, state_dict, state_int
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
@@ -113,13 +114,16 @@ class WindowShuffleIter(IterNode[T]):
         }
 
     def set_state(self, state: IteratorState, /) -> None:
-        owner = "WindowShuffleIter"
-        window_index = state_value(state, "window", owner)
-        offset = state_value(state, "offset", owner, maximum=self._window_size)
-        start = state.get("window_start")
+        checked = state_dict(self, state, ("window_start", "window", "offset"))
+        # No stream reaches window sys.maxsize // window_size: its elements are counted.
+        most = sys.maxsize // self._window_size
+        window_index = state_int(self, checked, "window", maximum=most)
+        offset = state_int(self, checked, "offset", maximum=self._window_size)
+        start = checked["window_start"]
         if not isinstance(start, dict):
             raise InvalidStateError(
-                f"{owner}: state['window_start'] must be a dict, got {start!r}."
+                f"{self!r}: state['window_start'] must be the parent's state (a dict), got "
+                f"{start!r}."
             )
         self._parent.set_state(start)
         self._window_start, self._window_index, self._offset = start, window_index, offset

@@ -8,17 +8,22 @@ from typing import Any
 from chute_sources import (
     DROPPED,
     CheckpointableIterator,
-    InvalidStateError,
     IteratorState,
     RandomAccessDataSource,
 )
-from chute_sources.internal import check_dataset, check_sequence, state_dict
+from chute_sources.internal import (
+    check_dataset,
+    check_sequence,
+    restore_all,
+    state_dict,
+    state_dicts,
+)
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
 from ._node import EpochArray, MapNode, PositionArray, fetch
 
-__all__ = ["ZipIter", "ZipMap", "parent_states"]
+__all__ = ["ZipIter", "ZipMap"]
 
 
 class ZipMap(MapNode[tuple[Any, ...]]):
@@ -138,28 +143,7 @@ class ZipIter(IterNode[tuple[Any, ...]]):
 
     def set_state(self, state: IteratorState, /) -> None:
         checked = state_dict(self, state, ("parents",))
-        for parent, parent_state in zip(
-            self._parents, parent_states(self, checked, len(self._parents)), strict=True
-        ):
-            parent.set_state(parent_state)
+        restore_all(self._parents, state_dicts(self, checked, "parents", len(self._parents)))
 
     def __repr__(self) -> str:
         return f"ZipIter({len(self._parents)} parents)"
-
-
-def parent_states(owner: object, state: IteratorState, count: int) -> list[IteratorState]:
-    """`state["parents"]` if it is a list of `count` dicts, else `InvalidStateError`.
-
-    Example:
-        >>> parent_states("Zip", {"parents": [{}, {"position": 1}]}, 2)
-        [{}, {'position': 1}]
-    """
-    value = state["parents"]
-    if not (
-        isinstance(value, list) and len(value) == count and all(isinstance(s, dict) for s in value)
-    ):
-        raise InvalidStateError(
-            f"{owner!r}: state['parents'] must list {count} states (dicts), one per parent; "
-            f"got {value!r}."
-        )
-    return value  # type: ignore[return-value]
