@@ -18,6 +18,7 @@ upstream dropped, nor on how the stream is cut into chunks for workers.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -25,7 +26,7 @@ import numpy as np
 
 from chute_samplers import IterNode, record_rng
 from chute_samplers.internal import origin_key
-from chute_sources import CheckpointableIterator, IteratorState
+from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
 from chute_sources.internal import active_ledger, state_dict, state_int, state_parent
 
 from ._adapters import (
@@ -61,6 +62,17 @@ class _StreamOp(IterNode[U]):
     def parent(self) -> CheckpointableIterator[Any]:
         """The iterator this op reads from."""
         return self._parent
+
+    @property
+    def max_fan_out(self) -> int | None:
+        """The most outputs one input element gives (1; a flat map: None if undeclared).
+
+        Example:
+            >>> from chute_samplers import SequentialIter
+            >>> MapIter(SequentialIter([1]), abs).max_fan_out
+            1
+        """
+        return 1
 
     @property
     def origin(self) -> tuple[int, ...] | None:
@@ -367,13 +379,48 @@ class FlatMapIter(_StreamOp[U]):
             return {"parent": self._parent.get_state(), "index": self._index, "offset": 0}
         return {"parent": self._start, "index": self._index - 1, "offset": self._offset}
 
+    @property
+    def max_fan_out(self) -> int | None:
+        """The transform's declared most outputs of one element (None: not declared)."""
+        return self._max_fan_out
+
     def set_state(self, state: IteratorState, /) -> None:
+        """Moves to the output `state` names, re-computing its element if inside one.
+
+        Raises:
+            InvalidStateError: the state is malformed, its offset is past the outputs
+                of its element (or the declared `max_fan_out`), or there is no element
+                there; the iterator stays where it was.
+        """
         checked = state_dict(self, state, ("parent", "index", "offset"))
-        index, offset = state_int(self, checked, "index"), state_int(self, checked, "offset")
-        self._parent.set_state(state_parent(self, checked))
-        self._index, self._outputs, self._offset = index, [], 0
-        if offset:
-            self._start = self._parent.get_state()
-            self._outputs = list(self._fn(next(self._parent)))
-            self._offset = min(offset, len(self._outputs))
-            self._index += 1
+        index = state_int(self, checked, "index")
+        fan_out = self._max_fan_out
+        most = sys.maxsize if fan_out is None else fan_out - 1
+        offset = state_int(self, checked, "offset", maximum=most)
+        parent = state_parent(self, checked)
+        if not offset:
+            self._parent.set_state(parent)
+            self._index, self._outputs, self._offset = index, [], 0
+            return
+        previous = self._parent.get_state()
+        self._parent.set_state(parent)
+        try:
+            start = self._parent.get_state()
+            try:
+                element = next(self._parent)
+            except StopIteration:
+                raise InvalidStateError(
+                    f"{self!r}: state['offset'] = {offset} is inside an element, but the "
+                    "parent has no element there; the state belongs to another pipeline."
+                ) from None
+            outputs = list(self._fn(element))
+            if offset >= len(outputs):
+                raise InvalidStateError(
+                    f"{self!r}: state['offset'] = {offset} is out of range [0, "
+                    f"{len(outputs) - 1}]: the element there has {len(outputs)} outputs; the "
+                    "state belongs to another pipeline."
+                )
+        except BaseException:
+            self._parent.set_state(previous)  # A refused state moves nothing.
+            raise
+        self._start, self._outputs, self._offset, self._index = start, outputs, offset, index + 1

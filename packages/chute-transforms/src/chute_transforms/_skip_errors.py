@@ -102,8 +102,9 @@ class SkipErrorsIter(IterNode[T]):
     def set_state(self, state: IteratorState, /) -> None:
         checked = state_dict(self, state, ("parent", "errors"))
         errors = checked["errors"]
-        self._ledger.set_state(errors)  # type: ignore[arg-type]
+        self._ledger.check_state(errors)  # Before the pipeline moves: a refusal moves nothing.
         self._parent.set_state(state_parent(self, checked))
+        self._ledger.set_state(errors)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Closes the pipeline (stops its threads and workers), if it can be closed."""
