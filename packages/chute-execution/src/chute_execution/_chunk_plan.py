@@ -29,6 +29,8 @@ from chute_sources.internal import (
     check_count,
     check_dataset,
     ledger_scope,
+    state_dict,
+    state_int,
 )
 from chute_transforms import BatchError, MapChain, MapIter, batch_elements
 from chute_transforms.internal import Allocate, stacking_into
@@ -188,9 +190,8 @@ class _ChunkReader(IterNode[Any]):
         return {"next": self._next}
 
     def set_state(self, state: IteratorState, /) -> None:
-        value = state["next"]
-        assert isinstance(value, int)
-        self._next = value
+        checked = state_dict(self, state, ("next",))
+        self._next = state_int(self, checked, "next", maximum=self._stop - self._start)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -303,6 +304,37 @@ class ChunkPlan:
     def num_chunks(self) -> int:
         """How many chunks the base has (the last may be short)."""
         return -(-len(self.dataset) // self.chunk_size)
+
+    @property
+    def max_fan_out(self) -> int | None:
+        """The most outputs one base position gives, or None if an op does not bound it.
+
+        The product of the ops' `max_fan_out` (1 for a map or a filter, a flat map's
+        declared bound); None as soon as one op declares none. A state's offset counts
+        outputs, so it is at most this times the positions left (cached).
+
+        Example:
+            >>> from chute_transforms import FilterIter, FlatMapIter, MapIter
+            >>> ChunkPlan(range(4), [(MapIter, (abs,), {}), (FilterIter, (bool,), {})]).max_fan_out
+            1
+            >>> ChunkPlan(range(4), [(FlatMapIter, (lambda x: [x, x],), {})]).max_fan_out is None
+            True
+        """
+        cached: int | None = self.__dict__.get("_fan_out", 0)
+        if cached == 0:
+            most: int | None = 1
+            with ledger_scope(None):
+                stream: Any = _ChunkReader(self.dataset, 0, 0)
+                for op, args, kwargs in self.ops:
+                    stream = op(stream, *args, **kwargs)
+                    fan_out = getattr(stream, "max_fan_out", None)
+                    if most is None or not isinstance(fan_out, int) or fan_out < 1:
+                        most = None
+                        break
+                    most *= fan_out
+            cached = most
+            object.__setattr__(self, "_fan_out", cached)  # Not a field: never compared or sent.
+        return cached
 
     def count_stages(self) -> int:
         """How many of the plan's stages can skip failures (the reader and the ops)."""
@@ -430,7 +462,7 @@ class ChunkPlan:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        for name in ("_maps", "_held", "_ahead_size"):
+        for name in ("_maps", "_held", "_ahead_size", "_fan_out"):
             state.pop(name, None)
         return state
 

@@ -249,24 +249,28 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         return self._chunk, self._offset
 
     def set_state(self, state: IteratorState, /) -> None:
+        """Moves to the output `state` names; the workers start again from there.
+
+        Raises:
+            InvalidStateError: a field is malformed or out of range, before any chunk
+                runs: the position is past the dataset, or the offset past the outputs
+                the plan can give from there (its `max_fan_out` times the positions
+                left; unbounded after a flat map without a declared fan-out, where an
+                offset past the stream's outputs is found when they run out).
+        """
         keys = ("position", "offset") if isinstance(state, dict) and "position" in state else None
         checked = state_dict(self, state, keys or ("chunk", "offset"))
-        offset = state_int(self, checked, "offset")
+        length = len(self._plan.dataset)
         if keys is not None:
-            position = state_int(self, checked, "position")
-            if position > len(self._plan.dataset):
-                raise InvalidStateError(
-                    f"{self!r}: state position {position} is past the end of the "
-                    f"{len(self._plan.dataset)} positions."
-                )
+            position = state_int(self, checked, "position", maximum=length)
+            left = length - position  # The offset counts outputs from there on.
         else:
-            chunk = state_int(self, checked, "chunk")
-            if chunk > self._plan.num_chunks:
-                raise InvalidStateError(
-                    f"{self!r}: state chunk {chunk} is past the last chunk "
-                    f"({self._plan.num_chunks})."
-                )
-            position = min(chunk * self._plan.chunk_size, len(self._plan.dataset))
+            chunk = state_int(self, checked, "chunk", maximum=self._plan.num_chunks)
+            position = min(chunk * self._plan.chunk_size, length)
+            left = min(self._plan.chunk_size, length - position)  # Within grid chunk `chunk`.
+        fan_out = self._plan.max_fan_out
+        most = sys.maxsize if fan_out is None else min(sys.maxsize, left * fan_out)
+        offset = state_int(self, checked, "offset", maximum=most)
         self._chunk = self._first_unit = self._spans.restart(position)
         self._offset, self._outputs = offset, None
         # A state saved in a unit of another cut may count outputs past this first unit.
