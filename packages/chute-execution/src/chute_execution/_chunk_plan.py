@@ -35,6 +35,7 @@ from chute_sources.internal import (
 from chute_transforms import BatchError, MapChain, MapIter, batch_elements
 from chute_transforms.internal import Allocate, stacking_into
 
+from ._chunk_cancel import ChunkCancelled, run_maps_until
 from ._chunk_result import ChunkResult, ConsecutiveOrigins, Skip, StageTime, Unstacked
 from ._chunk_trace import ChunkTrace
 from ._stage_clock import StageClock
@@ -437,7 +438,11 @@ class ChunkPlan:
         return span.elements[: stop - start]
 
     def _run_maps(
-        self, chunk: Chunk, chain: MapChain, read_ahead: bool
+        self,
+        chunk: Chunk,
+        chain: MapChain,
+        read_ahead: bool,
+        cancelled: Callable[[], bool] | None = None,
     ) -> tuple[list[Any], Sequence[tuple[int, ...] | None]] | None:
         """A chunk of plain maps, run over the whole list of records at once.
 
@@ -454,7 +459,12 @@ class ChunkPlan:
             elements = span.elements
         outputs: list[Any] = []
         try:
-            chain.run(elements, start, outputs)
+            if cancelled is None:
+                chain.run(elements, start, outputs)
+            else:
+                run_maps_until(chain, elements, start, outputs, cancelled)
+        except ChunkCancelled:
+            raise
         except Exception as error:
             error.chute_outputs_before = len(outputs)  # type: ignore[attr-defined]
             raise
@@ -473,6 +483,7 @@ class ChunkPlan:
         replay: Iterable[Key] = (),
         read_ahead: bool = False,
         trace: ChunkTrace | None = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> ChunkResult:
         """The outputs of chunk `chunk`, their origins and the elements skipped, in order.
 
@@ -482,13 +493,15 @@ class ChunkPlan:
         own stage numbers), skipped again without running them. `read_ahead`: chunks
         are being run in order in this process, so a plan of plain maps may read the
         next chunks' records with this one's (see `_read_ahead`); the outputs are the
-        same. `trace`: told when the stages and the stacking are done.
+        same. `trace`: told when the stages and the stacking are done. `cancelled`:
+        asked between elements (see `_chunk_cancel`); once it says yes, the chunk stops
+        with `ChunkCancelled`.
         """
         fast = None if self.timed or self.skip_errors else self._maps_only()
         if read_ahead and fast is None:  # Run in order here: the next span comes next.
             start, stop = self.bounds(chunk)
             self.prefetch((stop, min(len(self.dataset), 2 * stop - start)))
-        computed = None if fast is None else self._run_maps(chunk, fast, read_ahead)
+        computed = None if fast is None else self._run_maps(chunk, fast, read_ahead, cancelled)
         if computed is not None:
             outputs, origins = computed
             skips: tuple[Skip, ...] = ()
@@ -501,6 +514,12 @@ class ChunkPlan:
                 for element, origin in self.iterate(chunk, ledger, clocks):
                     outputs.append(element)
                     origins.append(origin)
+                    if cancelled is not None and cancelled():
+                        raise ChunkCancelled(
+                            f"stopped after {len(outputs)} outputs: nobody wants this chunk"
+                        )
+            except ChunkCancelled:
+                raise
             except Exception as error:
                 # How many outputs came before the failure: the consumer hands those out
                 # before raising, as a single process would (see `outputs_before`).

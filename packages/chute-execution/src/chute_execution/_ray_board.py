@@ -7,7 +7,8 @@ has one `Board`, a small actor (no CPU reserved) that records, per iterator, the
 generation of its tasks still wanted: a restore or an error raises it, closing the
 iterator withdraws every generation. A task looks at the board before it runs its
 chunk, and one no longer wanted returns at once without running it. A chunk already
-running finishes (at most one per worker); its result is freed unread.
+running looks again between its elements (`ChunkPlan.run`'s `cancelled`) and stops
+at the next one once it is no longer wanted.
 
 Workers keep the board's answers for `FRESH` seconds, so a stream of short chunks costs
 one question per worker every `FRESH` seconds, not one per chunk.

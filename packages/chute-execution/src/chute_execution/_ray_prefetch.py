@@ -124,8 +124,8 @@ class _Tasks:
         """Cancels the tasks of a generation below `below` and drops their references.
 
         Tasks not yet started return without running (the board says so); a running
-        one finishes its chunk, and its result is freed unread. Never `ray.cancel`: see
-        `_ray_board`.
+        one stops at its next element, and its result is freed unread. Never
+        `ray.cancel`: see `_ray_board`.
         """
         if self.board is not None and self.futures:
             import ray

@@ -7,13 +7,17 @@ object store: array outputs are serialised out of band, so the consumer reads th
 place, without a copy. An exception comes back as a `WorkerFailure` (its type, notes,
 traceback and how many outputs came before it), never as a Ray error. A task whose
 iterator no longer wants it (closed, restored, or past an error: see `_ray_board`)
-returns `("cancelled", None)` without running its chunk.
+returns `("cancelled", None)`: without running its chunk if it has not started, or
+between two elements if it has (the board is asked between elements, its answer kept
+for `_ray_board.FRESH` seconds), so a closed iterator leaves no chunk running longer
+than one element takes.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ._chunk_cancel import ChunkCancelled
 from ._ray_board import still_wanted
 from ._worker import WorkerFailure, load_plan
 
@@ -37,8 +41,9 @@ def run_chunk(
 
     Or an error. `worker` is the unit's worker index (`unit % workers`): `worker_init_fn` is called
     with it once, in each Ray worker process, before the first chunk of the plan there.
-    `wanted` is `(board, token, generation)`: the chunk runs only if the board still
-    wants that generation of the iterator `token`'s tasks.
+    `wanted` is `(board, token, generation)`: the chunk runs, and goes on from one
+    element to the next, only while the board still wants that generation of the
+    iterator `token`'s tasks.
     """
     if not still_wanted(*wanted):
         return "cancelled", None
@@ -52,6 +57,8 @@ def run_chunk(
             while len(_PLANS) >= _KEEP:
                 _PLANS.pop(next(iter(_PLANS)))
             _PLANS[key] = plan
-        return "ok", plan.run(chunk, replay=replay)
+        return "ok", plan.run(chunk, replay=replay, cancelled=lambda: not still_wanted(*wanted))
+    except ChunkCancelled:
+        return "cancelled", None
     except Exception as error:
         return "error", WorkerFailure(error, chunk, worker)

@@ -298,6 +298,46 @@ def test_closing_or_dropping_cancels_the_tasks_not_yet_started(tmp_path, end):
     assert len(started) <= 1 + 2 * 2, sorted(started)
 
 
+class SlowFrom:
+    """Writes a file named after each element it sees; sleeps on those from `first` on."""
+
+    def __init__(self, folder, first, seconds):
+        self.folder, self.first, self.seconds = folder, first, seconds
+
+    def __call__(self, x):
+        with open(os.path.join(self.folder, str(x)), "w"):
+            pass
+        if x >= self.first:
+            time.sleep(self.seconds)
+        return x
+
+
+@pytest.mark.parametrize("end", ["close", "drop"])
+@pytest.mark.parametrize("stage", ["map", "filter"])  # Plain maps run as one list.
+def test_closing_or_dropping_stops_the_chunks_already_running(tmp_path, end, stage):
+    folder = str(tmp_path)
+    ds = chute.MapDataset.range(100).to_iter_dataset().map(SlowFrom(folder, 10, 1.0))
+    if stage == "filter":
+        ds = ds.filter(lambda x: True)
+    it = iter(ds.ray_prefetch(_ray(2, per_worker_buffer_size=2), chunk_size=10))
+    assert [next(it) for _ in range(10)] == list(range(10))  # Chunk 0, quick.
+    in_flight = [reference for _, reference in it._tasks.futures.values()]
+    assert len(in_flight) == 3  # Chunks 1, 2 (each 10 s long) and 3.
+    deadline = time.monotonic() + 60
+    while not os.path.exists(os.path.join(folder, "10")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert os.path.exists(os.path.join(folder, "10"))  # Chunk 1 runs.
+    if end == "close":
+        assert it.close() is None
+    else:
+        del it
+    # Each task returns (nothing raised) with no result, its chunk stopped part-way.
+    assert [kind for kind, _ in ray.get(in_flight, timeout=120)] == ["cancelled"] * 3
+    seen = [int(name) for name in _quiet(folder)]
+    for chunk in range(1, 10):
+        assert sum(x // 10 == chunk for x in seen) <= 3, sorted(seen)
+
+
 def test_closing_at_any_moment_leaves_the_driver_and_the_stream_intact():
     ds = chute.MapDataset.range(64).seed(1).shuffle().to_iter_dataset().map(_vector)
     rng = np.random.default_rng(0)
