@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from chute_sources import CheckpointableIterator, StorageOptions, is_object_url, write_object
 
 from ._elastic import find_document, state_file_name, states_by_count
-from ._errors import CheckpointNotFoundError, ReshardError
+from ._errors import ReshardError
 from ._format import (
     apply_document,
     dumps_document,
@@ -27,6 +27,7 @@ from ._format import (
     process_position,
 )
 from ._object_folder import ObjectFolder, read_url
+from ._read_state import load_state, read_state
 from ._reshard import reshard
 
 __all__ = ["read_document", "reshard_directory", "restore", "save", "write_atomic"]
@@ -81,7 +82,8 @@ def read_document(
     Raises:
         CheckpointNotFoundError: no such file (or object).
         SourceFileNotFoundError: the URL's bucket does not exist (named).
-        CheckpointFormatError: the file is not a valid chute state.
+        CheckpointFormatError: the file is not a valid chute state, or `path` is a
+            folder, FIFO, socket or device (refused without blocking on it).
 
     Example:
         >>> import chute, tempfile
@@ -91,11 +93,7 @@ def read_document(
     """
     if is_object_url(os.fspath(path)):
         return loads_document(read_url(os.fspath(path), storage_options), os.fspath(path))
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError as error:
-        raise CheckpointNotFoundError(f"no checkpoint file at {os.fspath(path)}.") from error
-    return loads_document(data, os.fspath(path))
+    return loads_document(read_state(Path(path)), os.fspath(path))
 
 
 def save(
@@ -206,6 +204,12 @@ def reshard_directory(
     folder may be a bucket's prefix (then the URLs written are returned); write into
     an empty `target`, since a process restores from its own file alone.
 
+    Raises:
+        ReshardError: `source` holds no state files, or those of several process counts,
+            or states that cannot be resharded (see `reshard`).
+        CheckpointFormatError: a file named like a state file is none, or a state file
+            is not valid (see `restore`).
+
     Example:
         >>> import chute, tempfile
         >>> ds = chute.MapDataset.range(8).shard(0, 1).to_iter_dataset()
@@ -225,8 +229,8 @@ def reshard_directory(
         raise ReshardError(f"{folder} holds no process_*-of-*.json state files.")
     if len(found) != 1:
         raise ReshardError(f"{folder} mixes states of different process counts {sorted(found)}.")
-    ((_, paths),) = found.items()
-    documents = [read_document(paths[index], storage_options) for index in sorted(paths)]
+    ((count, paths),) = found.items()
+    documents = [load_state(paths[index], index, count) for index in sorted(paths)]
     out = _folder(target, storage_options)
     if isinstance(out, Path):
         out.mkdir(parents=True, exist_ok=True)

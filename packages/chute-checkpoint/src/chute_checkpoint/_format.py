@@ -20,7 +20,12 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from chute_sources import CheckpointableIterator, InvalidStateError
+from chute_sources import (
+    ArgumentTypeError,
+    CheckpointableIterator,
+    InvalidArgumentError,
+    InvalidStateError,
+)
 
 from ._describe import describe_pipeline, fingerprint
 from ._errors import CheckpointError, CheckpointFormatError, PipelineMismatchError
@@ -28,6 +33,7 @@ from ._errors import CheckpointError, CheckpointFormatError, PipelineMismatchErr
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
+    "MAX_PROCESS_COUNT",
     "apply_document",
     "dumps_document",
     "loads_document",
@@ -41,6 +47,13 @@ FORMAT = "chute-iterator-state"
 """The value of the `format` key that marks a chute checkpoint."""
 FORMAT_VERSION = 1
 """The version written today; every version from 1 up to it loads."""
+MAX_PROCESS_COUNT = 1_000_000
+"""The most processes a checkpoint may have: far more than any JAX cluster runs.
+
+Counts come from file names and documents others may have written; the bound keeps a
+stray or crafted one from costing work or memory (and refuses what cannot be real).
+"""
+_TOO_MANY = f"at most {MAX_PROCESS_COUNT:,} (more processes than any JAX cluster runs)"
 
 _UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 """`version -> function` turning a document of that version into one of the next."""
@@ -59,6 +72,11 @@ def process_position(index: int | None = None, count: int | None = None) -> tupl
 
     JAX is asked only when it is already imported (this never imports it).
 
+    Raises:
+        ArgumentTypeError: the index or the count is not an integer (or is a bool).
+        InvalidArgumentError: the index is not in `[0, count)`, or the count is over
+            `MAX_PROCESS_COUNT`.
+
     Example:
         >>> process_position(1, 4)
         (1, 4)
@@ -68,9 +86,21 @@ def process_position(index: int | None = None, count: int | None = None) -> tupl
         found = (jax.process_index(), jax.process_count()) if jax is not None else (0, 1)
         index = found[0] if index is None else index
         count = found[1] if count is None else count
-    index, count = operator.index(index), operator.index(count)
+    if isinstance(index, bool) or isinstance(count, bool):
+        raise ArgumentTypeError(
+            f"process_index and process_count must be integers, got {index!r} and {count!r}."
+        )
+    try:
+        index, count = operator.index(index), operator.index(count)
+    except TypeError:
+        raise ArgumentTypeError(
+            f"process_index and process_count must be integers, got {index!r:.50} and "
+            f"{count!r:.50}."
+        ) from None
+    if count > MAX_PROCESS_COUNT:
+        raise InvalidArgumentError(f"process_count must be {_TOO_MANY}, got {count}.")
     if not 0 <= index < count:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"process_index must be in [0, process_count), got process_index={index}, "
             f"process_count={count}."
         )
@@ -206,6 +236,8 @@ def validate_document(document: Any, where: str = "checkpoint") -> dict[str, Any
         raise CheckpointFormatError(
             f"{where}: process_index must be in [0, process_count), got {index} of {count}."
         )
+    if count > MAX_PROCESS_COUNT:
+        raise CheckpointFormatError(f"{where}: process_count must be {_TOO_MANY}, got {count}.")
     if not isinstance(document["pipeline"].get("stages"), list):
         raise CheckpointFormatError(f"{where}: 'pipeline' must have a list of 'stages'.")
     try:
