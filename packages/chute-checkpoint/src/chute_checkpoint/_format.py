@@ -15,6 +15,7 @@ of the version before into it, so files written today keep loading.
 from __future__ import annotations
 
 import json
+import math
 import operator
 import sys
 from collections.abc import Callable, Mapping
@@ -28,6 +29,7 @@ from chute_sources import (
 )
 
 from ._describe import describe_pipeline, fingerprint
+from ._document_shape import check_pipeline
 from ._errors import CheckpointError, CheckpointFormatError, PipelineMismatchError
 
 __all__ = [
@@ -170,7 +172,12 @@ def loads_document(text: str | bytes, where: str = "checkpoint") -> dict[str, An
         state.json: not valid JSON (truncated or corrupt?): Expecting ',' delimiter: ...
     """
     try:
-        document = json.loads(text)
+        document = json.loads(text, parse_constant=_not_finite, parse_float=_finite_float)
+    except _NotFinite as error:
+        raise CheckpointFormatError(
+            f"{where}: not valid JSON: the number {error} is not finite (NaN and infinities "
+            "are no JSON numbers); the file is damaged or was not written by chute."
+        ) from None
     except (ValueError, UnicodeDecodeError) as error:
         raise CheckpointFormatError(
             f"{where}: not valid JSON (truncated or corrupt?): {error}"
@@ -181,6 +188,21 @@ def loads_document(text: str | bytes, where: str = "checkpoint") -> dict[str, An
             "not a checkpoint); restore from another checkpoint."
         ) from error
     return validate_document(document, where)
+
+
+class _NotFinite(Exception):
+    """A number in the JSON text that is not finite (its text is the message)."""
+
+
+def _not_finite(text: str) -> float:
+    raise _NotFinite(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # e.g. 1e999: too large for a float.
+        raise _NotFinite(text)
+    return value
 
 
 def validate_document(document: Any, where: str = "checkpoint") -> dict[str, Any]:
@@ -208,7 +230,7 @@ def validate_document(document: Any, where: str = "checkpoint") -> dict[str, Any
     if document.get("format") != FORMAT:
         raise CheckpointFormatError(
             f'{where}: not a chute checkpoint: expected "format": "{FORMAT}", found the keys '
-            f"{sorted(document)}."
+            f"{sorted(map(str, document))}."
         )
     version = document.get("version")
     if type(version) is not int:
@@ -238,12 +260,15 @@ def validate_document(document: Any, where: str = "checkpoint") -> dict[str, Any
         )
     if count > MAX_PROCESS_COUNT:
         raise CheckpointFormatError(f"{where}: process_count must be {_TOO_MANY}, got {count}.")
-    if not isinstance(document["pipeline"].get("stages"), list):
-        raise CheckpointFormatError(f"{where}: 'pipeline' must have a list of 'stages'.")
+    check_pipeline(document["pipeline"], where)
     try:
         expected = fingerprint(document["pipeline"])
     except (TypeError, ValueError) as error:
         raise CheckpointFormatError(f"{where}: 'pipeline' is not plain JSON: {error}") from error
+    except RecursionError as error:
+        raise CheckpointFormatError(
+            f"{where}: 'pipeline' is nested too deeply to be a chute pipeline description."
+        ) from error
     if expected != document["fingerprint"]:
         raise CheckpointFormatError(
             f"{where}: the fingerprint {document['fingerprint']!r} does not match the "
@@ -262,7 +287,11 @@ def apply_document(
 ) -> None:
     """Moves `iterator` to the document's state, after checking the pipeline is the same.
 
+    The document is checked first (`validate_document`), as one read from a file is.
+
     Raises:
+        CheckpointFormatError: the document is not a valid chute state document, or its
+            state does not fit the iterator (the iterator refused it).
         PipelineMismatchError: the iterator's pipeline differs from the checkpoint's (the
             message names the stage and parameter); `check_pipeline=False` skips this.
 
@@ -276,6 +305,9 @@ def apply_document(
         >>> next(fresh)
         2
     """
+    document = validate_document(
+        dict(document) if isinstance(document, Mapping) else document, where
+    )
     if check_pipeline:
         current = describe_pipeline(iterator)
         if fingerprint(current) != document["fingerprint"]:
@@ -303,12 +335,18 @@ def pipeline_differences(
 ) -> list[str]:
     """What differs between two pipeline descriptions, one line each (at most `limit`).
 
+    Raises:
+        CheckpointFormatError: a description is not of the shape `describe_pipeline`
+            gives (the message names the stage and what is wrong).
+
     Example:
         >>> a = {"kind": "Loader", "stages": [{"op": "resize", "params": {"size": 1}}]}
         >>> b = {"kind": "Loader", "stages": [{"op": "resize", "params": {"size": 2}}]}
         >>> pipeline_differences(a, b)
         ["stage 0 (resize): parameter 'size' differs: the checkpoint has 1, this pipeline has 2"]
     """
+    check_pipeline(saved, "the checkpoint")
+    check_pipeline(current, "this pipeline")
     found: list[str] = []
     for key in ("kind", "class"):
         if saved.get(key) != current.get(key):

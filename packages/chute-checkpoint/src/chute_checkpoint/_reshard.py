@@ -32,8 +32,9 @@ from chute_sources.internal import PositionLayout
 from chute_transforms.internal import PARENT_STATES, SKIPS_REFUSED
 
 from ._describe import describe_pipeline, fingerprint
+from ._document_shape import check_positions, damaged_state, integer_parameter
 from ._errors import ReshardError
-from ._format import process_position, validate_document
+from ._format import MAX_PROCESS_COUNT, process_position, validate_document
 
 __all__ = ["reshard", "reshard_for"]
 
@@ -92,6 +93,11 @@ def reshard(documents: Sequence[Mapping[str, Any]], process_count: int) -> list[
     """
     if isinstance(process_count, bool) or not isinstance(process_count, int) or process_count < 1:
         raise ReshardError(f"process_count must be a positive int, got {process_count!r}.")
+    if process_count > MAX_PROCESS_COUNT:
+        raise ReshardError(
+            f"process_count must be at most {MAX_PROCESS_COUNT:,} (more processes than any JAX "
+            f"cluster runs), got {process_count}."
+        )
     plan = _plan(documents)
     return [_document(plan, k, process_count, k, process_count) for k in range(process_count)]
 
@@ -147,7 +153,9 @@ def _plan(documents: Sequence[Mapping[str, Any]]) -> _Plan:
     if not documents:
         raise ReshardError("reshard needs the state documents of all processes, got none.")
     checked = [
-        validate_document(copy.deepcopy(dict(d)), f"state {number}")
+        validate_document(
+            copy.deepcopy(dict(d)) if isinstance(d, Mapping) else d, f"state {number}"
+        )
         for number, d in enumerate(documents)
     ]
     _check_all_processes(checked)
@@ -227,13 +235,18 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
     by_shard: dict[int, dict[str, Any]] = {}
     first = documents[0]
     index_name, count_name = _shard_params(first["pipeline"]["stages"][at])
+    count = integer_parameter(first["pipeline"]["stages"][at], at, count_name, 1, "state 0")
+    common = _without_shard_index(first, at, index_name)
+    shards: list[int] = []
     for number, document in enumerate(documents):
-        if _without_shard_index(document, at) != _without_shard_index(first, at):
+        if _without_shard_index(document, at, index_name) != common:
             raise ReshardError(
                 f"state {number} is of a different pipeline than state 0 (beyond the shard "
                 "index); reshard only the states of one training run."
             )
-        shard = int(document["pipeline"]["stages"][at]["params"].get(index_name, -1))
+        stage = document["pipeline"]["stages"][at]
+        shard = integer_parameter(stage, at, index_name, 0, f"state {number}")
+        shards.append(shard)
         same = by_shard.setdefault(shard, document)
         if same["state"] != document["state"]:
             raise ReshardError(
@@ -241,16 +254,17 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
                 "(they share a data-parallel replica) but are at different states; save every "
                 "process at the same step."
             )
-    count = int(first["pipeline"]["stages"][at]["params"].get(count_name, 0))
-    if sorted(by_shard) != list(range(count)):
-        shards = [int(d["pipeline"]["stages"][at]["params"].get(index_name, -1)) for d in documents]
+    if len(by_shard) != count or max(by_shard) >= count:  # Each of 0..count-1, in O(states).
         raise ReshardError(
             f"the shard indices {shards} (by process) are not each of 0..{count - 1} at least "
             "once: pass the states of all processes."
         )
     ordered = [by_shard[shard] for shard in range(count)]
     unit, chunk_size = _later_stages(first["pipeline"]["stages"], at)
-    positions = [_position(doc["state"], chunk_size, doc["pipeline"]) for doc in ordered]
+    positions = [
+        _position(doc["state"], chunk_size, doc["pipeline"], f"state {doc['process_index']}")
+        for doc in ordered
+    ]
     if len(set(positions)) != 1:
         dropping = sorted(
             {item["op"] for item in first["pipeline"]["stages"] if _traits(item).drops}
@@ -270,9 +284,12 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
     return _Plan(first, at, count, positions[0] * unit, unit, chunk_size)
 
 
-def _without_shard_index(document: dict[str, Any], at: int) -> list[dict[str, Any]]:
+def _without_shard_index(document: dict[str, Any], at: int, name: str) -> list[Any] | None:
+    """The document's pipeline with the shard index blanked; None without a stage `at`."""
     stages = copy.deepcopy(document["pipeline"]["stages"])
-    stages[at]["params"][_shard_params(stages[at])[0]] = None
+    if len(stages) <= at:
+        return None
+    stages[at]["params"][name] = None
     return [document["pipeline"].get("kind"), *stages]
 
 
@@ -294,14 +311,15 @@ def _later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int
         if traits.begins_stream:
             streaming = True
         elif traits.groups is not None and not streaming:
-            unit *= int(item["params"][traits.groups])
-        if traits.chunk is not None:
-            chunk_size = item["params"].get(traits.chunk)
+            unit *= integer_parameter(item, number, traits.groups, 1, "state 0")
+        if traits.chunk is not None and item["params"].get(traits.chunk) is not None:
+            chunk_size = integer_parameter(item, number, traits.chunk, 1, "state 0")
     return unit, chunk_size
 
 
-def _position(state: Any, chunk_size: int | None, pipeline: Mapping[str, Any]) -> int:
+def _position(state: Any, chunk_size: int | None, pipeline: Mapping[str, Any], where: str) -> int:
     leaf = _leaf(state)
+    check_positions(leaf, where)  # Counters only: int() would hide "4", 4.5 or True.
     drops = any(_traits(item).drops for item in pipeline["stages"])
     for layout in _LAYOUTS:
         try:
@@ -370,7 +388,10 @@ def _moved(state: Any, position: int, plan: _Plan, new: int) -> Any:
     inner = PARENT_STATES.inner(state)
     if inner is not None:
         moved = _moved(dict(inner), position, plan, new)
-        return PARENT_STATES.rebuild(state, moved, (plan.count, new))
+        try:
+            return PARENT_STATES.rebuild(state, moved, (plan.count, new))
+        except (TypeError, ValueError, OverflowError) as error:  # A counter of another type.
+            raise damaged_state(state, error, f"state {plan.base['process_index']}") from error
     for layout in _LAYOUTS:
         if layout.read(state, plan.chunk_size, False) is not None:
             return layout.write(position, plan.chunk_size)

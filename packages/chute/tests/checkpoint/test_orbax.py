@@ -1,5 +1,6 @@
 """Orbax integration: CheckpointManager, Composite args, async saves, errors."""
 
+import json
 import operator
 
 import numpy as np
@@ -8,11 +9,13 @@ import pytest
 
 import chute
 from chute_checkpoint import (
+    CheckpointFormatError,
     CheckpointHandler,
     CheckpointNotFoundError,
     CheckpointRestore,
     CheckpointSave,
     PipelineMismatchError,
+    fingerprint,
     reshard_directory,
 )
 
@@ -178,3 +181,28 @@ def test_an_orbax_step_reshards_in_place_for_more_processes(tmp_path):
         hosts.append(restorer.restore(item, args=CheckpointRestore(iter(sharded(index, 2)))))
     rest = [x for pair in zip(*hosts, strict=True) for x in pair]
     assert head + rest == list(sharded(0, 1))
+
+
+def test_a_crafted_or_misplaced_state_in_an_orbax_checkpoint_is_a_format_error(tmp_path):
+    it = iter(_dataset())
+    next(it)
+    ocp.Checkpointer(CheckpointHandler()).save(tmp_path / "ckpt", args=CheckpointSave(it))
+    path = tmp_path / "ckpt" / "process_0-of-1.json"
+    document = json.loads(path.read_text())
+    document["pipeline"]["stages"][0] = 1  # With a fingerprint that matches it.
+    document["fingerprint"] = fingerprint(document["pipeline"])
+    path.write_text(json.dumps(document))
+    restorer = ocp.Checkpointer(CheckpointHandler())
+    with pytest.raises(CheckpointFormatError) as caught:
+        restorer.restore(tmp_path / "ckpt", args=CheckpointRestore(iter(_dataset())))
+    assert str(caught.value) == (
+        f"{path}: pipeline stage 0 must be an object with 'op' and 'params', got 1."
+    )
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(CheckpointFormatError) as caught:
+        restorer.restore(tmp_path / "ckpt", args=CheckpointRestore(iter(_dataset())))
+    assert str(caught.value) == (
+        f"{path}: a folder, not a state file; restore from the folder that holds the "
+        "process_<i>-of-<n>.json files."
+    )
