@@ -30,6 +30,7 @@ from ._describe import PIPELINE_ATTRIBUTE as PIPELINE_ATTRIBUTE
 from ._describe import describe_pipeline as describe_pipeline
 from ._describe import describe_value as describe_value
 from ._describe import fingerprint as fingerprint
+from ._differences import pipeline_differences as pipeline_differences
 from ._elastic import state_file_name as state_file_name
 from ._errors import CheckpointError as CheckpointError
 from ._errors import CheckpointFormatError as CheckpointFormatError
@@ -47,7 +48,6 @@ from ._format import apply_document as apply_document
 from ._format import dumps_document as dumps_document
 from ._format import loads_document as loads_document
 from ._format import make_document as make_document
-from ._format import pipeline_differences as pipeline_differences
 from ._format import validate_document as validate_document
 from ._reshard import reshard as reshard
 from ._reshard import reshard_for as reshard_for

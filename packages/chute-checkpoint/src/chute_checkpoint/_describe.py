@@ -10,6 +10,10 @@ turns the values into JSON that identifies them by structure:
   shape and a hash of their bytes (arrays over 1 MiB by dtype and shape only);
 - functions and classes by `module.qualname`; `functools.partial` by its function and
   arguments; bound methods by their function and object;
+- an object whose class defines `__chute_identity__()` by what that returns: the
+  owner says what identifies the data (a bucket source: its objects' URLs, sizes and
+  versions); None leaves the object out (`StorageOptions`: how data is reached, and
+  credentials, never identify it, so they never reach a checkpoint);
 - dataclasses by class and fields; other objects by class, length, data files (name
   and size) and identity-like attributes (ranges, arrays, files, dataclasses, chute
   objects); transform objects also by their public numbers, strings and flags, while
@@ -76,6 +80,8 @@ _LONG_SEQUENCE = 64
 _MAX_DEPTH = 4
 _MAX_WRAPPERS = 16
 _CACHE: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+_IDENTITY = "__chute_identity__"
+_NO_IDENTITY = object()
 
 
 def describe_pipeline(iterator: object) -> dict[str, Any]:
@@ -206,7 +212,21 @@ def describe_value(value: Any, depth: int = 0) -> Any:
         return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
     if isinstance(value, enum.Enum):
         return {"enum": _qualified(type(value)), "name": value.name}
+    identity = _declared_identity(value)
+    if identity is not _NO_IDENTITY:
+        described: dict[str, Any] = {"class": _qualified(type(value))}
+        if identity is not None:
+            described["identity"] = describe_value(identity, depth + 1)
+        return described
     return _describe_object(value, depth)
+
+
+def _declared_identity(value: Any) -> Any:
+    """What `value.__chute_identity__()` says identifies it; `_NO_IDENTITY` if undeclared."""
+    declared = getattr(type(value), _IDENTITY, None)
+    if declared is None or isinstance(value, type):
+        return _NO_IDENTITY
+    return declared(value)
 
 
 def _describe_object(value: Any, depth: int) -> Any:
@@ -243,7 +263,7 @@ def _describe_object(value: Any, depth: int) -> Any:
     attributes = {
         name: describe_value(item, depth + 1)
         for name, item in sorted(_attributes(value).items())
-        if _identity_like(item, depth)
+        if (_declared_identity(item) is not None and _identity_like(item, depth))
         or (not source and not name.startswith("_") and isinstance(item, _PLAIN))
     }
     if attributes:
@@ -262,6 +282,8 @@ def _attributes(value: Any) -> dict[str, Any]:
 
 def _identity_like(value: Any, depth: int) -> bool:
     """Whether an attribute says which data an object reads (not how far it got)."""
+    if _declared_identity(value) is not _NO_IDENTITY:
+        return True
     if isinstance(value, range | np.ndarray | os.PathLike):
         return True
     if isinstance(value, str):

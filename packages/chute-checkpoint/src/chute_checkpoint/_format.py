@@ -29,6 +29,7 @@ from chute_sources import (
 )
 
 from ._describe import describe_pipeline, fingerprint
+from ._differences import pipeline_differences
 from ._document_shape import check_pipeline
 from ._errors import CheckpointError, CheckpointFormatError, PipelineMismatchError
 
@@ -40,7 +41,6 @@ __all__ = [
     "dumps_document",
     "loads_document",
     "make_document",
-    "pipeline_differences",
     "process_position",
     "validate_document",
 ]
@@ -328,70 +328,3 @@ def apply_document(
             f"{where}: the iterator's state in the checkpoint is not valid for this "
             f"pipeline ({error}); the file is damaged or was not written by chute."
         ) from error
-
-
-def pipeline_differences(
-    saved: Mapping[str, Any], current: Mapping[str, Any], limit: int = 5
-) -> list[str]:
-    """What differs between two pipeline descriptions, one line each (at most `limit`).
-
-    Raises:
-        CheckpointFormatError: a description is not of the shape `describe_pipeline`
-            gives (the message names the stage and what is wrong).
-
-    Example:
-        >>> a = {"kind": "Loader", "stages": [{"op": "resize", "params": {"size": 1}}]}
-        >>> b = {"kind": "Loader", "stages": [{"op": "resize", "params": {"size": 2}}]}
-        >>> pipeline_differences(a, b)
-        ["stage 0 (resize): parameter 'size' differs: the checkpoint has 1, this pipeline has 2"]
-    """
-    check_pipeline(saved, "the checkpoint")
-    check_pipeline(current, "this pipeline")
-    found: list[str] = []
-    for key in ("kind", "class"):
-        if saved.get(key) != current.get(key):
-            found.append(
-                f"the pipeline {key} differs: the checkpoint has {_show(saved.get(key))}, this "
-                f"pipeline has {_show(current.get(key))}"
-            )
-    _diff_stages(list(saved.get("stages", [])), list(current.get("stages", [])), "", found)
-    return found[:limit]
-
-
-def _diff_stages(saved: list[Any], current: list[Any], where: str, found: list[str]) -> None:
-    for number, (old, new) in enumerate(zip(saved, current, strict=False)):
-        if old.get("op") != new.get("op"):
-            found.append(
-                f"{where}stage {number}: the checkpoint has {old.get('op')!r}, this pipeline "
-                f"has {new.get('op')!r}"
-            )
-            return  # The stages after a changed one would all be reported; stop here.
-        label = f"{where}stage {number} ({new.get('op')})"
-        old_params, new_params = old.get("params", {}), new.get("params", {})
-        for key in sorted(set(old_params) | set(new_params)):
-            before = _show(old_params[key]) if key in old_params else "no such parameter"
-            after = _show(new_params[key]) if key in new_params else "no such parameter"
-            if key not in old_params or key not in new_params or before != after:
-                found.append(
-                    f"{label}: parameter {key!r} differs: the checkpoint has {before}, this "
-                    f"pipeline has {after}"
-                )
-        old_inputs, new_inputs = old.get("inputs", []), new.get("inputs", [])
-        if len(old_inputs) != len(new_inputs):
-            found.append(
-                f"{label}: the checkpoint has {len(old_inputs)} inputs, this pipeline has "
-                f"{len(new_inputs)}"
-            )
-        for branch, (a, b) in enumerate(zip(old_inputs, new_inputs, strict=False)):
-            _diff_stages(a, b, f"{label} input [{branch}]: ", found)
-    if len(saved) > len(current):
-        missing = ", ".join(str(item.get("op")) for item in saved[len(current) :])
-        found.append(f"{where}the checkpoint has more stages; this pipeline lacks: {missing}")
-    elif len(current) > len(saved):
-        extra = ", ".join(str(item.get("op")) for item in current[len(saved) :])
-        found.append(f"{where}this pipeline has stages the checkpoint lacks: {extra}")
-
-
-def _show(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True)
-    return text if len(text) <= 200 else text[:197] + "..."

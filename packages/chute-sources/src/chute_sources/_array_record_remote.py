@@ -53,6 +53,10 @@ class RemoteShards:
         self._pool: ThreadPoolExecutor | None = None
         self._cache: ShardCache | None = None
 
+    def __chute_identity__(self) -> list[ObjectInfo]:
+        """The objects (URL, size, version) by file number: what identifies the data."""
+        return [self.infos[file] for file in sorted(self.infos)]
+
     def __getstate__(self) -> dict[str, Any]:
         return {"infos": self.infos, "options": self.options}
 

@@ -38,6 +38,10 @@ class RemoteParquetFiles:
         self.metadata: dict[int, Any] = {}
         self._prefetcher: RangePrefetcher | None = None
 
+    def __chute_identity__(self) -> list[ObjectInfo]:
+        """The objects (URL, size, version) by file number: what identifies the data."""
+        return [self.infos[file] for file in sorted(self.infos)]
+
     def __getstate__(self) -> dict[str, Any]:
         return {"infos": self.infos, "options": self.options, "metadata": self.metadata}
 

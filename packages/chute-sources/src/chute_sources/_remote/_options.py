@@ -38,6 +38,12 @@ class StorageOptions:
     `GOOGLE_APPLICATION_CREDENTIALS` and application default credentials. Options are
     pickled with a source, so worker processes read with the same settings.
 
+    Options say how objects are reached, never which data they hold: they are left out
+    of pipeline descriptions, fingerprints and checkpoints (a checkpoint restores after
+    temporary credentials rotate or the endpoint moves), and the credentials are left
+    out of `repr` too. What identifies a source's data is its objects' URLs, sizes and
+    versions (ETags).
+
     Attributes:
         endpoint: the server's base URL (e.g. `http://127.0.0.1:9000` for a local S3
             server); overrides the environment.
@@ -65,13 +71,17 @@ class StorageOptions:
         >>> options = StorageOptions(endpoint="http://127.0.0.1:9000", max_attempts=3)
         >>> options.max_attempts, options.anonymous
         (3, False)
+        >>> "secret" in repr(StorageOptions(access_key_id="id", secret_access_key="secret"))
+        False
     """
 
     endpoint: str | None = None
     region: str | None = None
-    access_key_id: str | None = None
-    secret_access_key: str | None = None
-    session_token: str | None = None
+    # Credentials never leave memory: not in `repr`, pipeline descriptions, fingerprints
+    # or checkpoints (see `__chute_identity__`).
+    access_key_id: str | None = dataclasses.field(default=None, repr=False)
+    secret_access_key: str | None = dataclasses.field(default=None, repr=False)
+    session_token: str | None = dataclasses.field(default=None, repr=False)
     service_account_path: str | None = None
     anonymous: bool = False
     max_attempts: int = 6
@@ -106,6 +116,10 @@ class StorageOptions:
             raise InvalidArgumentError(
                 "StorageOptions: give access_key_id and secret_access_key together."
             )
+
+    def __chute_identity__(self) -> None:
+        """None: how a bucket is reached never identifies the data read from it."""
+        return None
 
     @property
     def cache_folder(self) -> str:
