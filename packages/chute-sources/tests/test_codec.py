@@ -142,9 +142,73 @@ def test_random_and_mutated_bytes_raise_chute_errors_only(noise, position):
     # Random bytes behind the magic, and one-byte mutations of a real record.
     for data in (MAGIC + noise, _mutate(position, noise)):
         try:
-            decode_record(data)
+            record = decode_record(data)
         except CorruptRecordError:
-            pass
+            continue
+        assert _payload_bytes(record) <= len(data)  # Never more than its bytes justify.
+
+
+def _payload_bytes(tree) -> int:
+    """The bytes of the arrays, scalars and bytes in a decoded tree."""
+    if isinstance(tree, np.ndarray | np.generic):
+        return tree.nbytes
+    if isinstance(tree, bytes):
+        return len(tree)
+    if isinstance(tree, dict):
+        return sum(_payload_bytes(k) + _payload_bytes(v) for k, v in tree.items())
+    if isinstance(tree, list | tuple):
+        return sum(_payload_bytes(item) for item in tree)
+    return 0
+
+
+def _crafted(header: bytes, data: bytes = b"") -> bytes:
+    head = MAGIC + len(header).to_bytes(4, "little") + header
+    return head + b"\0" * (-len(head) % 16) + data
+
+
+@settings(max_examples=200, deadline=None)
+@given(trees)
+def test_a_record_decodes_to_at_most_its_own_bytes_of_payload(tree):
+    data = encode_record(tree)
+    assert _payload_bytes(decode_record(data)) <= len(data)
+
+
+@pytest.mark.parametrize("dtype", ["|S0", "<U0", "|V0"])
+def test_a_zero_size_dtype_in_a_crafted_header_is_refused(dtype):
+    # 300 million elements of 0 bytes in a 64-byte record (a copy would take 300 MB).
+    data = _crafted(f'["a","{dtype}",[300000000],0]'.encode())
+    assert len(data) <= 64
+    with pytest.raises(CorruptRecordError, match="has elements of 0 bytes"):
+        decode_record(data)
+
+
+def test_zero_size_arrays_are_not_encoded_and_empty_scalars_are():
+    with pytest.raises(RecordCodecError, match=r"record\['x'\]: .* elements of 0 bytes"):
+        encode_record({"x": np.empty(3, "V0")})
+    empty = [np.bytes_(b""), np.str_("")]  # Scalars of 'S0' and 'U0': one value each.
+    assert_trees_equal(decode_record(encode_record(empty)), empty)
+
+
+def test_payloads_that_overlap_are_refused():
+    # 1000 arrays viewing one 8 KiB block: 8 MB once stacked by a batch.
+    views = ",".join('["a","<f8",[1024],0]' for _ in range(1000))
+    data = _crafted(f'["l",{views}]'.encode(), bytes(8192))
+    with pytest.raises(CorruptRecordError, match="overlaps an earlier one"):
+        decode_record(data)
+    one = _crafted(b'["l",["a","<f8",[1024],0]]', bytes(8192))
+    assert decode_record(one)[0].shape == (1024,)
+
+
+def test_a_header_over_the_limit_is_refused_and_the_limit_can_be_raised(monkeypatch):
+    record = encode_record(["word"] * 1000)  # A header of about 8 KB.
+    monkeypatch.setenv("CHUTE_MAX_RECORD_HEADER_BYTES", "4096")
+    with pytest.raises(CorruptRecordError, match=r"more than the limit of 4096 \(CHUTE_MAX_"):
+        decode_record(record)
+    monkeypatch.setenv("CHUTE_MAX_RECORD_HEADER_BYTES", "65536")
+    assert decode_record(record) == ["word"] * 1000
+    monkeypatch.setenv("CHUTE_MAX_RECORD_HEADER_BYTES", "lots")
+    with pytest.raises(RecordCodecError, match="must be a positive number of bytes"):
+        decode_record(record)
 
 
 def _mutate(position: int, noise: bytes) -> bytes:

@@ -19,12 +19,27 @@ every other node is a list whose first item is a tag:
 Offsets count from the start of the data section. Decoding never imports or calls
 anything named by the data (no pickle), so reading a file cannot run code. Arrays come
 back as read-only views of the record's bytes: no copy is made.
+
+A record from an untrusted file decodes to no more memory than its bytes justify:
+
+- payloads are laid out one after another, as the encoder writes them; a record whose
+  payloads overlap or repeat (many arrays viewing one block of bytes, which a batch
+  would copy once each) is corrupt. So the arrays and bytes of a record add up to at
+  most its data section.
+- arrays of zero-size dtypes (`'S0'`, `'U0'`, `'V0'`: any number of elements in no
+  bytes, and a copy of them allocates one byte each), object and structured dtypes are
+  refused.
+- the header (the JSON tree, whose lists, dicts, numbers and strings become Python
+  objects of up to some tens of bytes per header byte) is at most
+  `max_header_bytes()`: 64 MiB unless the environment variable
+  `CHUTE_MAX_RECORD_HEADER_BYTES` says otherwise (in bytes; set it before workers start).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from typing import Any, TypeAlias
 
@@ -32,10 +47,22 @@ import numpy as np
 
 from ._errors import CorruptRecordError, RecordCodecError
 
-__all__ = ["MAGIC", "BytesLike", "decode_record", "encode_record", "is_encoded_record"]
+__all__ = [
+    "HEADER_LIMIT_ENV",
+    "MAGIC",
+    "BytesLike",
+    "decode_record",
+    "encode_record",
+    "is_encoded_record",
+    "max_header_bytes",
+]
 
 MAGIC = b"\x89CHUTE\x01\n"
 """The first 8 bytes of every encoded record (format version 1)."""
+
+HEADER_LIMIT_ENV = "CHUTE_MAX_RECORD_HEADER_BYTES"
+"""The environment variable that sets the largest record header decoded (bytes)."""
+_DEFAULT_HEADER_LIMIT = 64 << 20
 
 _ALIGN = 16
 _PREFIX = struct.Struct("<8sI")
@@ -45,6 +72,31 @@ BytesLike: TypeAlias = bytes | bytearray | memoryview
 _scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner: json.loads minus ~2 us of overhead
 _DTYPES: dict[str, np.dtype[Any]] = {}
 _SUPPORTED = "None, bool, int, float, str, bytes, NumPy arrays and scalars, list, tuple, dict"
+
+
+def max_header_bytes() -> int:
+    """The largest record header (JSON tree) decoded: `$CHUTE_MAX_RECORD_HEADER_BYTES`, or 64 MiB.
+
+    Raises:
+        RecordCodecError: the variable is set but is not a positive whole number.
+
+    Example:
+        >>> max_header_bytes() >= 1
+        True
+    """
+    text = os.environ.get(HEADER_LIMIT_ENV)
+    if not text:
+        return _DEFAULT_HEADER_LIMIT
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise RecordCodecError(
+            f"{HEADER_LIMIT_ENV}={text!r} must be a positive number of bytes (the largest "
+            "record header decoded); unset it for the default of 64 MiB."
+        )
+    return value
 
 
 def _pad(size: int) -> int:
@@ -86,6 +138,12 @@ class _Encoder:
         if isinstance(value, np.ndarray):
             array = value if value.flags.c_contiguous else value.copy(order="C")
             dtype = self._dtype(array.dtype, path)
+            if array.dtype.itemsize == 0:
+                raise RecordCodecError(
+                    f"{path}: NumPy arrays of dtype {array.dtype} have elements of 0 bytes, "
+                    "which no reader accepts (any number of them fits in no bytes); use a "
+                    "dtype of 1 byte or more."
+                )
             offset = self._add(array.reshape(-1).view(np.uint8))
             return ["a", dtype, list(array.shape), offset]
         if isinstance(value, (bytes, bytearray, memoryview)):
@@ -178,19 +236,14 @@ def _dtype_of(dtype_str: Any) -> np.dtype[Any]:
     return dtype
 
 
-def _empty(shape: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
-    array = np.zeros(shape, dtype)
-    array.flags.writeable = False
-    return array
-
-
 class _Decoder:
-    __slots__ = ("buffer", "data_start", "end")
+    __slots__ = ("buffer", "data_start", "end", "free")
 
     def __init__(self, buffer: Any, data_start: int, end: int) -> None:
         self.buffer = buffer
         self.data_start = data_start
         self.end = end
+        self.free = data_start  # Where the next payload may start: they never overlap.
 
     def _span(self, offset: Any, nbytes: int) -> int:
         if type(offset) is not int or offset < 0:
@@ -200,6 +253,12 @@ class _Decoder:
             raise CorruptRecordError(
                 f"payload [{start}, {start + nbytes}) runs past the record's end ({self.end})"
             )
+        if start < self.free:
+            raise CorruptRecordError(
+                f"payload [{start}, {start + nbytes}) overlaps an earlier one (which ends at "
+                f"{self.free}): each payload's bytes belong to one value"
+            )
+        self.free = start + nbytes
         return start
 
     def node(self, node: Any) -> Any:
@@ -211,18 +270,18 @@ class _Decoder:
             dtype = _dtype_of(dtype_str)
             if type(shape) is not list or any(type(n) is not int or n < 0 for n in shape):
                 raise CorruptRecordError(f"bad array shape {shape!r}")
+            if dtype.itemsize == 0:  # Any count fits in no bytes; a copy takes 1 each.
+                raise CorruptRecordError(f"array dtype {dtype_str!r} has elements of 0 bytes")
             count = math.prod(shape)
             start = self._span(offset, count * dtype.itemsize)
-            if dtype.itemsize == 0:  # 'S0' / 'U0': nothing to view, frombuffer refuses.
-                return _empty(shape, dtype)
             array = np.frombuffer(self.buffer, dtype=dtype, count=count, offset=start)
             return array.reshape(shape)
         if tag == "n":
             _, dtype_str, offset = node
             dtype = _dtype_of(dtype_str)
             start = self._span(offset, dtype.itemsize)
-            if dtype.itemsize == 0:
-                return _empty((), dtype)[()]
+            if dtype.itemsize == 0:  # np.bytes_(b"") and np.str_(""): one empty value.
+                return np.zeros((), dtype)[()]
             return np.frombuffer(self.buffer, dtype=dtype, count=1, offset=start)[0]
         if tag == "b":
             _, offset, length = node
@@ -277,6 +336,12 @@ def decode_record(data: BytesLike) -> Any:
         raise CorruptRecordError(
             f"not a chute record: it starts with {bytes(magic)!r}, expected {MAGIC!r} "
             "(read raw bytes with decode=False, or pass your own decoder)"
+        )
+    limit = max_header_bytes()
+    if header_len > limit:
+        raise CorruptRecordError(
+            f"corrupt chute record: its header is {header_len} bytes, more than the limit of "
+            f"{limit} ({HEADER_LIMIT_ENV}; raise it if you wrote records this large)"
         )
     head_size = _PREFIX.size + header_len
     if head_size > size:
