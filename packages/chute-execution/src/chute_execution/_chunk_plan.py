@@ -10,32 +10,18 @@ merged stream is the single-process stream, for any number of workers.
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import operator
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import numpy as np
-
-from chute_samplers import IterNode, prefetch_span
-from chute_samplers.internal import Span, read_span, reader_name
-from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
-from chute_sources.internal import (
-    ErrorLedger,
-    Key,
-    active_ledger,
-    check_count,
-    check_dataset,
-    ledger_scope,
-    state_dict,
-    state_int,
-)
+from chute_samplers import prefetch_span
+from chute_sources import RandomAccessDataSource
+from chute_sources.internal import ErrorLedger, Key, check_count, check_dataset, ledger_scope
 from chute_transforms import BatchError, MapChain, MapIter, batch_elements
 from chute_transforms.internal import Allocate, stacking_into
 
 from ._chunk_cancel import ChunkCancelled, run_maps_until
+from ._chunk_reader import ChunkReader, has_dropped, read_chunk
 from ._chunk_result import ChunkResult, ConsecutiveOrigins, Skip, StageTime, Unstacked
 from ._chunk_trace import ChunkTrace
 from ._stage_clock import StageClock
@@ -95,104 +81,8 @@ def outputs_before(
     return ChunkResult(outputs, origins, skips)
 
 
-def _has_dropped(elements: list[Any]) -> bool:
-    """Whether a position of `elements` was dropped (by identity: never `==` on records)."""
-    return any(map(operator.is_, elements, itertools.repeat(DROPPED)))
-
-
 _AHEAD = 4096
 """The most positions one read ahead covers (`ChunkPlan.run(..., read_ahead=True)`)."""
-
-_READERS: dict[int, ThreadPoolExecutor] = {}
-"""One reading thread pool per size, per process (workers each get their own)."""
-
-
-def _read_chunk(
-    dataset: RandomAccessDataSource[Any],
-    start: int,
-    stop: int,
-    threads: int,
-    ledger: ErrorLedger | None,
-    stage: int,
-) -> Span[Any]:
-    """`read_span` of `[start, stop)`, split over `threads` threads when it is long enough."""
-    if threads <= 1 or stop - start < 2 * threads:
-        return read_span(dataset, start, stop, ledger, stage)
-    pool = _READERS.get(threads)
-    if pool is None:
-        pool = _READERS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="chute-chunk")
-    bounds = np.linspace(start, stop, threads + 1).astype(np.int64).tolist()
-    futures = [
-        pool.submit(read_span, dataset, a, b, ledger, stage) for a, b in itertools.pairwise(bounds)
-    ]
-    merged: Span[Any] = Span(start, [])
-    for future in futures:
-        part = future.result()
-        if part.failures:
-            shift = part.start - start
-            merged.failures = merged.failures or {}
-            merged.failures.update({shift + k: e for k, e in part.failures.items()})
-        merged.elements.extend(part.elements)
-        if part.error is not None:
-            merged.error = part.error
-            break
-    return merged
-
-
-class _ChunkReader(IterNode[Any]):
-    """Reads base positions `[start, stop)` in order (skipping DROPPED); origin `(p,)`.
-
-    Reads on the first `next()`. A failed read raises after the elements before it or,
-    under an error budget, is charged to the ledger (which collects) and skipped.
-    """
-
-    def __init__(
-        self, dataset: RandomAccessDataSource[Any], start: int, stop: int, threads: int = 0
-    ) -> None:
-        self._dataset, self._stop, self._threads = dataset, stop, threads
-        self._span: Span[Any] | None = None
-        self._start = start
-        self._next = 0
-        self._last: int | None = None
-        self._ledger = active_ledger()
-        self._stage = 0 if self._ledger is None else self._ledger.register()
-
-    def __next__(self) -> Any:
-        span = self._span
-        if span is None:
-            span = self._span = _read_chunk(
-                self._dataset, self._start, self._stop, self._threads, self._ledger, self._stage
-            )
-        elements = span.elements
-        while self._next < len(elements):
-            index = self._next
-            element = elements[index]
-            if element is not DROPPED:
-                self._next = index + 1
-                self._last = self._start + index
-                return element
-            if span.failures is not None and self._ledger is not None:
-                span.charge(index, self._ledger, self._stage, reader_name(self._dataset))
-            self._next = index + 1
-        if span.error is not None:
-            raise span.error
-        raise StopIteration
-
-    @property
-    def dataset(self) -> RandomAccessDataSource[Any]:
-        """The random-access dataset this reads (see `chute_samplers.reader_dataset`)."""
-        return self._dataset
-
-    @property
-    def origin(self) -> tuple[int, ...] | None:
-        return None if self._last is None else (self._last,)
-
-    def get_state(self) -> IteratorState:
-        return {"next": self._next}
-
-    def set_state(self, state: IteratorState, /) -> None:
-        checked = state_dict(self, state, ("next",))
-        self._next = state_int(self, checked, "next", maximum=self._stop - self._start)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -325,7 +215,7 @@ class ChunkPlan:
         if cached == 0:
             most: int | None = 1
             with ledger_scope(None):
-                stream: Any = _ChunkReader(self.dataset, 0, 0)
+                stream: Any = ChunkReader(self.dataset, 0, 0)
                 for op, args, kwargs in self.ops:
                     stream = op(stream, *args, **kwargs)
                     fan_out = getattr(stream, "max_fan_out", None)
@@ -364,7 +254,7 @@ class ChunkPlan:
             return clocks[-1]
 
         with ledger_scope(ledger):
-            stream: Any = clocked(_ChunkReader(self.dataset, start, stop, self.read_threads))
+            stream: Any = clocked(ChunkReader(self.dataset, start, stop, self.read_threads))
             for op, args, kwargs in self.ops[:covered]:
                 stream = clocked(op(stream, *args, **kwargs))
         with ledger_scope(None):
@@ -420,7 +310,7 @@ class ChunkPlan:
             return held[1][start - held[0] : stop - held[0]]
         size = self.__dict__.get("_ahead_size", self.chunk_size)
         began = time.perf_counter()
-        span = _read_chunk(
+        span = read_chunk(
             self.dataset, start, min(start + size, len(self.dataset)), self.read_threads, None, 0
         )
         seconds = time.perf_counter() - began
@@ -431,7 +321,7 @@ class ChunkPlan:
         object.__setattr__(self, "_ahead_size", size)
         end = start + len(span.elements)
         self.prefetch((end, min(len(self.dataset), end + size)))  # What the next read takes.
-        if span.error is not None or span.failures or _has_dropped(span.elements):
+        if span.error is not None or span.failures or has_dropped(span.elements):
             object.__setattr__(self, "_held", None)
             return None
         object.__setattr__(self, "_held", (start, span.elements))
@@ -453,8 +343,8 @@ class ChunkPlan:
         start, stop = self.bounds(chunk)
         elements = self._read_ahead(start, stop) if read_ahead else None
         if elements is None:
-            span = _read_chunk(self.dataset, start, stop, self.read_threads, None, 0)
-            if span.error is not None or span.failures or _has_dropped(span.elements):
+            span = read_chunk(self.dataset, start, stop, self.read_threads, None, 0)
+            if span.error is not None or span.failures or has_dropped(span.elements):
                 return None
             elements = span.elements
         outputs: list[Any] = []
