@@ -1,10 +1,15 @@
 import json
+import re
+import subprocess
+import sys
 import textwrap
+import time
 
 import pytest
 
 PIPELINE = textwrap.dedent(
     """
+    import time
     import numpy as np
     import chute
 
@@ -30,6 +35,29 @@ PIPELINE = textwrap.dedent(
 
     def fails_later():
         return chute.MapDataset.range(10).to_iter_dataset().map(bad_element)
+
+    def sleeps(x):
+        time.sleep(100)
+        return x
+
+    def fourth_sleeps(x):
+        if x == 3:
+            time.sleep(100)
+        return x
+
+    def all_slow():
+        return chute.MapDataset.range(10).to_iter_dataset().map(sleeps)
+
+    def all_slow_in_workers():
+        options = chute.MultiprocessingOptions(num_workers=1)
+        return chute.MapDataset.range(10).to_iter_dataset().map(sleeps).mp_prefetch(options)
+
+    def all_slow_in_read_threads():
+        options = chute.ReadOptions(num_threads=4, prefetch_buffer_size=16)
+        return chute.MapDataset.range(100).map(sleeps).to_iter_dataset(options)
+
+    def fourth_slow():
+        return chute.MapDataset.range(100).to_iter_dataset().map(fourth_sleeps).batch(1)
 
     number = 3
     """
@@ -138,3 +166,76 @@ def test_bench_trace_in_a_missing_folder_is_a_usage_error(run_chute, workdir):
     assert result.returncode == 2
     assert result.stderr.startswith("chute bench: error: --trace: the folder ")
     assert "nowhere' of the trace file does not exist" in result.stderr
+
+
+def _bench_timed(workdir, *args):
+    """Runs `python -m chute bench` in a process; returns its result and wall time."""
+    start = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "chute", "bench", *args],
+        capture_output=True,
+        text=True,
+        timeout=90,  # The elements sleep 100 s: waiting for one would fail here.
+        cwd=workdir,
+    )
+    return result, time.monotonic() - start
+
+
+@pytest.mark.parametrize("target", ["all_slow", "all_slow_in_workers", "all_slow_in_read_threads"])
+def test_bench_keeps_its_deadline_when_an_element_takes_longer(workdir, target):
+    result, wall = _bench_timed(workdir, f"pipe:{target}", "--seconds", "2")
+    assert result.returncode == 0, result.stderr
+    assert wall < 30  # Not the 100 s of the element (nor 100 s more for the suggestion).
+    lines = result.stdout.splitlines()
+    assert re.fullmatch(
+        rf"chute bench: pipe:{target} \(IterDataset\), 0 elements in 2\.\d\d s", lines[0]
+    )
+    assert re.fullmatch(
+        r"stopped by: --seconds 2, in the middle of element 1 \(still being produced after "
+        r"\d+\.\d\d s; abandoned\)",
+        lines[-3],
+    )
+    assert lines[-2:] == [
+        "no element was produced within --seconds: nothing to measure",
+        "suggested configuration: none (the run was cut short by --seconds 2 in the middle of "
+        "an element; measure with a larger --seconds for one)",
+    ]
+    assert result.stderr == ""
+
+
+def test_bench_cut_short_reports_what_it_measured_until_the_deadline(workdir):
+    result, wall = _bench_timed(workdir, "pipe:fourth_slow", "--seconds", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    assert wall < 30
+    report = json.loads(result.stdout)
+    assert (report["elements"], report["examples"], report["ended"]) == (3, 3, False)
+    assert (report["cut_short"], report["stopped_by"]) == (True, "--seconds 2")
+    assert report["seconds"] >= 2.0
+    assert 0 < report["in_flight_seconds"] <= report["seconds"]
+    assert report["suggested"] is None
+    assert report["not_suggested"].startswith("the run was cut short by --seconds 2")
+    assert [(stage["name"], stage["elements"]) for stage in report["stages"]][1:] == [
+        ("map(fn=fourth_sleeps)", 3),
+        ("batch(batch_size=1, drop_remainder=False)", 3),
+    ]
+    result, _ = _bench_timed(workdir, "pipe:fourth_slow", "--seconds", "2")
+    lines = result.stdout.splitlines()
+    assert any(
+        line.startswith("stopped by: --seconds 2, in the middle of batch 4 (still being ")
+        and line.endswith("abandoned: the figures below are what was measured until then)")
+        for line in lines
+    )
+    assert "  (the abandoned batch's time is in no stage: they count finished elements)" in lines
+
+
+def test_a_suggestion_that_cannot_finish_in_time_is_left_out(workdir):
+    # The run stops at --batches 3, before element 3; the suggestion's own run reaches it.
+    result, wall = _bench_timed(workdir, "pipe:fourth_slow", "--batches", "3", "--json")
+    assert result.returncode == 0, result.stderr
+    assert wall < 30
+    report = json.loads(result.stdout)
+    assert (report["elements"], report["cut_short"], report["suggested"]) == (3, False, None)
+    assert report["not_suggested"] == (
+        "chute.pick_performance_config did not finish within 2 s (an element took longer); "
+        "measure with a larger --seconds for one"
+    )

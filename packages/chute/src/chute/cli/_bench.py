@@ -7,16 +7,13 @@ import importlib
 import json
 import os
 import sys
-import time
 from typing import Any
-
-import numpy as np
 
 from chute_execution import TraceOptions
 
 from .._iter_dataset import IterDataset
 from .._map_dataset import MapDataset
-from .._pipeline import has_stage
+from ._bench_run import measure, within
 from ._common import EXIT_OK, data_error, help_epilog, usage_error
 
 __all__ = ["add_bench_parser", "load_dataset", "run_bench"]
@@ -28,6 +25,8 @@ iterates the chute dataset (MapDataset or IterDataset) it returns for --seconds 
 --batches, whichever comes first, in this process. Prints elements/s (batches/s when
 the pipeline batches), each stage's share of the time (ds.iter(stats=True)), the
 bottleneck stage, and the configuration chute.pick_performance_config suggests.
+--seconds is a deadline: an element still being produced then is abandoned, and what
+was measured until then is reported (and said to be cut short).
 With --trace, also writes a Chrome / Perfetto trace of the run (ds.iter(trace=PATH)):
 open it in https://ui.perfetto.dev or chrome://tracing."""
 
@@ -55,7 +54,14 @@ def add_bench_parser(commands: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("target", metavar="MODULE:FUNCTION", help="the function making the dataset")
     parser.add_argument(
-        "--seconds", type=float, default=10.0, metavar="S", help="run at most S seconds (10)"
+        "--seconds",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help=(
+            "run at most S seconds (10), also when an element takes longer; the suggested "
+            "configuration measures up to min(1, S) s more"
+        ),
     )
     parser.add_argument(
         "--batches",
@@ -133,73 +139,6 @@ def load_dataset(target: str) -> MapDataset[Any] | IterDataset[Any]:
     return dataset
 
 
-def _batch_size(element: Any) -> int | None:
-    if isinstance(element, np.ndarray) and element.ndim:
-        return int(element.shape[0])
-    if isinstance(element, dict):
-        element = list(element.values())
-    if isinstance(element, list | tuple):
-        for item in element:
-            size = _batch_size(item)
-            if size is not None:
-                return size
-    return None
-
-
-def _measure(
-    dataset: IterDataset[Any], seconds: float, limit: int | None, trace: str | None = None
-) -> dict[str, Any]:
-    batched = has_stage(dataset._stages, frozenset({"batch"}))
-    iterator = dataset.iter(stats=True, trace=trace)
-    count = examples = 0
-    first = None
-    ended = False
-    start = time.perf_counter()
-    deadline = start + seconds
-    try:
-        while (limit is None or count < limit) and time.perf_counter() < deadline:
-            try:
-                element = next(iterator)
-            except StopIteration:
-                ended = True
-                break
-            if first is None:
-                first = time.perf_counter() - start
-            count += 1
-            if batched:
-                examples += _batch_size(element) or 0
-    except Exception as error:
-        data_error(f"the pipeline raised {type(error).__name__} after {count} elements: {error}")
-    elapsed = time.perf_counter() - start
-    stats = iterator.stats()  # type: ignore[attr-defined]
-    close = getattr(iterator, "close", None)
-    if callable(close):
-        close()
-    stages = [
-        {
-            "name": stage.name,
-            "elements": stage.elements,
-            "seconds": stage.seconds,
-            "share": stats.share(stage),
-        }
-        for stage in stats.stages
-    ]
-    bottleneck = stats.bottleneck
-    return {
-        "elements": count,
-        "batched": batched,
-        "examples": examples if batched else count,
-        "seconds": elapsed,
-        "elements_per_second": count / elapsed if elapsed > 0 else 0.0,
-        "first_element_seconds": first,
-        "ended": ended,
-        "stages": stages,
-        "bottleneck": None if bottleneck is None else bottleneck.name,
-        "bottleneck_share": None if bottleneck is None else stats.share(bottleneck),
-        "table": str(stats),
-    }
-
-
 def run_bench(args: argparse.Namespace) -> int:
     """Runs `chute bench` with parsed arguments; returns the exit code.
 
@@ -228,17 +167,9 @@ def run_bench(args: argparse.Namespace) -> int:
             usage_error(f"--trace: {str(error).removeprefix('trace: ')}")
     dataset = load_dataset(args.target)
     streamed = dataset.to_iter_dataset() if isinstance(dataset, MapDataset) else dataset
-    result = _measure(streamed, args.seconds, args.batches, trace)
+    result = measure(streamed, args.seconds, args.batches, trace)
     if trace is not None:
         result["trace"] = trace
-    from chute_execution import pick_performance_config
-
-    try:
-        config = pick_performance_config(
-            streamed, args.ram_budget_mb, seconds=min(1.0, args.seconds)
-        )
-    except Exception as error:
-        data_error(f"the pipeline raised {type(error).__name__}: {error}")
     result["target"] = args.target
     if result["ended"]:
         result["stopped_by"] = "the end of the data set"
@@ -246,12 +177,7 @@ def run_bench(args: argparse.Namespace) -> int:
         result["stopped_by"] = f"--batches {args.batches}"
     else:
         result["stopped_by"] = f"--seconds {args.seconds:g}"
-    result["suggested"] = {
-        "read_options": repr(config.read_options),
-        "multiprocessing_options": repr(config.multiprocessing_options),
-        "seconds_per_element": config.seconds_per_element,
-        "bytes_per_element": config.bytes_per_element,
-    }
+    result["suggested"], result["not_suggested"] = _suggest(streamed, args, result["cut_short"])
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -259,26 +185,92 @@ def run_bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _suggest(
+    streamed: IterDataset[Any], args: argparse.Namespace, cut_short: bool
+) -> tuple[dict[str, Any] | None, str | None]:
+    """`chute.pick_performance_config`'s suggestion, or None and why there is none.
+
+    It measures the pipeline again for `min(1, --seconds)`; it is abandoned 1 s after
+    that, so that a slow element cannot hold the command.
+    """
+    if cut_short:
+        return None, (
+            f"the run was cut short by --seconds {args.seconds:g} in the middle of an element; "
+            "measure with a larger --seconds for one"
+        )
+    from chute_execution import pick_performance_config
+
+    seconds = min(1.0, args.seconds)
+    try:
+        done, config = within(
+            seconds + 1.0,
+            lambda: pick_performance_config(streamed, args.ram_budget_mb, seconds=seconds),
+        )
+    except Exception as error:
+        data_error(f"the pipeline raised {type(error).__name__}: {error}")
+    if not done:
+        return None, (
+            f"chute.pick_performance_config did not finish within {seconds + 1.0:g} "
+            "s (an element took longer); measure with a larger --seconds for one"
+        )
+    suggested = {
+        "read_options": repr(config.read_options),
+        "multiprocessing_options": repr(config.multiprocessing_options),
+        "seconds_per_element": config.seconds_per_element,
+        "bytes_per_element": config.bytes_per_element,
+    }
+    return suggested, None
+
+
 def _print(result: dict[str, Any], dataset: Any, budget: int) -> None:
     kind = type(dataset).__name__
     unit = "batches" if result["batched"] else "elements"
+    first = "batch" if result["batched"] else "element"
     count, seconds = result["elements"], result["seconds"]
     print(f"chute bench: {result['target']} ({kind}), {count:,} {unit} in {seconds:.2f} s")
     for line in repr(dataset).splitlines()[1:]:
         print(f"  {line}")
-    print(f"stopped by: {result['stopped_by']}")
-    if not count:
+    if result["cut_short"]:
+        print(
+            f"stopped by: {result['stopped_by']}, in the middle of {first} {count + 1:,} "
+            f"(still being produced after {result['in_flight_seconds']:.2f} s; abandoned"
+            + ("" if not count else ": the figures below are what was measured until then")
+            + ")"
+        )
+    else:
+        print(f"stopped by: {result['stopped_by']}")
+    if count:
+        _print_figures(result, dataset, unit, first)
+    elif result["cut_short"]:
+        print(f"no {first} was produced within --seconds: nothing to measure")
+    else:
         print("the data set is empty: nothing to measure")
         return
-    rate = result["elements_per_second"]
-    line = f"throughput: {rate:,.1f} {unit}/s"
+    suggested = result["suggested"]
+    if suggested is None:
+        print(f"suggested configuration: none ({result['not_suggested']})")
+    else:
+        print(
+            f"suggested configuration (chute.pick_performance_config, RAM budget {budget} MiB; "
+            f"measured {suggested['seconds_per_element'] * 1e6:,.1f} us and "
+            f"{suggested['bytes_per_element']:,} bytes per {first}):"
+        )
+        print(f"  read_options = chute.{suggested['read_options']}")
+        print(f"  multiprocessing_options = chute.{suggested['multiprocessing_options']}")
+        print("  use: ds.to_iter_dataset(read_options).mp_prefetch(multiprocessing_options)")
+    if "trace" in result:
+        print(f"trace: {result['trace']} (open it in https://ui.perfetto.dev or chrome://tracing)")
+
+
+def _print_figures(result: dict[str, Any], dataset: Any, unit: str, first: str) -> None:
+    count, seconds = result["elements"], result["seconds"]
+    line = f"throughput: {result['elements_per_second']:,.1f} {unit}/s"
     if result["batched"]:
         line += (
             f" = {result['examples'] / seconds:,.0f} elements/s "
             f"({result['examples'] / count:,.4g} elements per batch)"
         )
     print(line)
-    first = "batch" if result["batched"] else "element"
     print(f"first {first} after {result['first_element_seconds']:.3f} s")
     print(
         "time per stage (own time, not its inputs'; share of the wall time, or for stages "
@@ -287,6 +279,8 @@ def _print(result: dict[str, Any], dataset: Any, budget: int) -> None:
     for text in result["table"].splitlines():
         if not text.startswith("bottleneck:"):
             print(f"  {text}")
+    if result["cut_short"]:
+        print(f"  (the abandoned {first}'s time is in no stage: they count finished elements)")
     if result["bottleneck"] is not None:
         share = result["bottleneck_share"]
         of = "the workers' time" if "workers]" in result["bottleneck"] else "the time"
@@ -296,17 +290,6 @@ def _print(result: dict[str, Any], dataset: Any, budget: int) -> None:
             "  (a MapDataset's stages all run inside to_iter_dataset(); to time them one by "
             "one, return ds.to_iter_dataset() and apply map / batch after it)"
         )
-    suggested = result["suggested"]
-    print(
-        f"suggested configuration (chute.pick_performance_config, RAM budget {budget} MiB; "
-        f"measured {suggested['seconds_per_element'] * 1e6:,.1f} us and "
-        f"{suggested['bytes_per_element']:,} bytes per {first}):"
-    )
-    print(f"  read_options = chute.{suggested['read_options']}")
-    print(f"  multiprocessing_options = chute.{suggested['multiprocessing_options']}")
-    print("  use: ds.to_iter_dataset(read_options).mp_prefetch(multiprocessing_options)")
-    if "trace" in result:
-        print(f"trace: {result['trace']} (open it in https://ui.perfetto.dev or chrome://tracing)")
 
 
 def _example() -> MapDataset[Any]:
