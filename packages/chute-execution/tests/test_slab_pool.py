@@ -97,7 +97,8 @@ def test_the_pool_keeps_at_most_its_budget_oldest_first(monkeypatch, tmp_path):
     assert pool.adopt(paths[:2]) == 2
     assert pool.adopt([*paths[2:], str(tmp_path / "gone")]) == 2
     assert pool.idle_bytes() == 3000
-    assert len(os.listdir(tmp_path)) == 3  # The oldest was unlinked.
+    segments = [name for name in os.listdir(tmp_path) if name.startswith(SHM_PREFIX)]
+    assert len(segments) == 3  # The oldest was unlinked.
     assert [size for _, size in pool.take(5)] == [1000, 1000, 1000]
     assert pool.idle_bytes() == 0
 
@@ -128,7 +129,8 @@ def test_nothing_is_left_in_shared_memory_after_the_process_exits():
     assert done.returncode == 0, done.stderr
     pid, kept, equal = done.stdout.split()
     assert (kept, equal) == ("True", "True")
-    left = [n for n in os.listdir(shm_dir()) if n.startswith(f"{SHM_PREFIX}{pid}-")]
+    mine = (f"{SHM_PREFIX}{pid}-", f".chute-owner-{pid}-")  # Its segments, its owner file.
+    left = [n for n in os.listdir(shm_dir()) if n.startswith(mine)]
     assert left == []
 
 
@@ -197,3 +199,57 @@ def test_the_consumer_maps_a_kept_slab_once_for_all_iterators(monkeypatch):
     # Later iterators reuse the mappings of kept slabs: none is mapped twice. (A worker
     # that happens to need a slab more than before makes a new one, mapped once too.)
     assert len(attached) == len(set(attached))
+
+
+def test_idle_slabs_are_freed_once_they_waited_as_long_as_idle_workers_do():
+    from chute_execution import stop_idle_workers
+    from chute_execution.testing import wait_until
+
+    plan = ChunkPlan(range(24), [(MapIter, (FullArray(COPIED),), {})], chunk_size=2)
+    options = MultiprocessingOptions(num_workers=2, idle_worker_seconds=1.5)
+    assert _firsts(MultiprocessPrefetchIter(plan, options)) == list(range(24))
+    assert POOL.idle_bytes() > 0 and _pool_inodes()
+    assert wait_until(lambda: POOL.idle_bytes() == 0 and not _pool_inodes(), seconds=20)
+    assert not [t for t in __import__("threading").enumerate() if t.name == "chute-idle-slabs"]
+    stop_idle_workers()
+
+
+_CLEAN_UP = """
+import os, shutil, sys
+sys.path[:0] = {path!r}
+from test_slab_pool import _firsts, _iterator
+from chute_execution._transport.pool import POOL
+from chute_sources.internal import shm_dir
+assert _firsts(_iterator()) == list(range(24))
+pooled = sorted(name for name in os.listdir(shm_dir()) if "-pool-" in name)
+assert len(pooled) >= 2, pooled
+if sys.argv[1] == "planted":  # A folder under a slab's name: it cannot be unlinked.
+    os.unlink(shm_dir() / pooled[0])
+    os.mkdir(shm_dir() / pooled[0])
+else:  # The shared-memory folder itself was removed.
+    shutil.rmtree(shm_dir())
+print(" ".join(pooled), flush=True)
+"""
+
+
+@pytest.mark.parametrize("damage", ["planted", "folder removed"])
+def test_clean_up_at_exit_never_raises_and_goes_on_past_what_it_cannot_remove(tmp_path, damage):
+    folder = tmp_path / "shm"
+    folder.mkdir()
+    script = textwrap.dedent(_CLEAN_UP.format(path=[os.path.dirname(__file__)]))
+    done = subprocess.run(
+        [sys.executable, "-c", script, damage.split()[0]],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CHUTE_SHM_DIR": str(folder)},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+    pooled = done.stdout.split()
+    if damage == "planted":
+        # Every other slab unlinked, and the workers' and consumer's owner files gone.
+        assert sorted(os.listdir(folder)) == [pooled[0]]
+        assert (folder / pooled[0]).is_dir()
+    else:
+        assert not folder.exists()

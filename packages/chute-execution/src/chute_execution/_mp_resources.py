@@ -10,7 +10,7 @@ from collections.abc import Callable
 from chute_sources import ChuteError, SharedMemoryError
 from chute_sources.internal import (
     SHM_PREFIX,
-    owner_tag_of,
+    owner_tag,
     reclaim_orphaned_segments,
     shm_dir,
 )
@@ -94,7 +94,7 @@ class Resources:
         """
         self.pool, self.reader = pool, SlabReader()
         keeping = budget() > 0  # Else the workers unlink their slabs when they stop.
-        self._kept = f"{owner_tag_of(os.getpid())}-kept{secrets.token_hex(4)}" if keeping else ""
+        self._kept = f"{owner_tag()}-kept{secrets.token_hex(4)}" if keeping else ""
         workers = pool.num_workers
         slabs = POOL.take(workers * slabs_per_worker)  # Largest first: dealt round.
         self._given = [name for name, _ in slabs]
@@ -109,7 +109,7 @@ class Resources:
             kept, self._kept, given, self._given = self._kept, "", self._given, []
         if pool is not None:
             pool.close()
-            self._keep_slabs(kept, given)
+            self._keep_slabs(kept, given, pool.idle_seconds)
         if reader is not None:
             reader.hand_over_mappings()  # Of the slabs just kept: mapped for the next.
             # Workers unlink their slabs when they exit; a killed one cannot: unlink what
@@ -119,8 +119,11 @@ class Resources:
             reclaim_orphaned_segments()
 
     @staticmethod
-    def _keep_slabs(kept: str, given: list[str]) -> None:
-        """Takes over the slabs the stopped workers left us (named `kept`)."""
+    def _keep_slabs(kept: str, given: list[str], idle_seconds: float) -> None:
+        """Takes over the slabs the stopped workers left us (named `kept`).
+
+        They wait in the pool as long as the workers may wait parked (`idle_seconds`).
+        """
         folder = shm_dir()
         for name in given:  # Given to a worker that ended before taking them over.
             unlink_quietly(str(folder / name))
@@ -131,4 +134,4 @@ class Resources:
             names = [name for name in os.listdir(folder) if name.startswith(prefix)]
         except OSError:
             return
-        POOL.adopt(str(folder / name) for name in names)
+        POOL.adopt((str(folder / name) for name in names), idle_seconds)

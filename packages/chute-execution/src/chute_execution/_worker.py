@@ -27,7 +27,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
-from chute_sources.internal import read_one_by_one, remove_own_segments
+from chute_sources.internal import read_one_by_one, release_owner, remove_own_segments
 
 from ._chunk_trace import ChunkTrace
 from ._shipping import unship
@@ -263,6 +263,7 @@ def worker_main(
         shipped = _next_plan(connection, parked)
     with contextlib.suppress(OSError):
         connection.close()
+    release_owner()  # Workers end through os._exit: no atexit removes the owner file.
     sys.stdout.flush()
 
 

@@ -14,6 +14,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from chute_sources import ChuteError
+from chute_sources.internal import threads_quieted
 
 from ._fork_start import (
     GO,
@@ -106,7 +107,8 @@ def warm_up(method: str) -> None:
     child forked to count threads tells (`probe_refusal`).
     """
     if method == "auto":
-        method = "forkserver" if probe_refusal() is not None else ""
+        with threads_quieted():
+            method = "forkserver" if probe_refusal() is not None else ""
     if method != "forkserver" or method not in multiprocessing.get_all_start_methods():
         return
     start_method_context(method)
@@ -204,6 +206,8 @@ class WorkerPool:
         self.reused = idle is not None
         """Whether the workers were taken over from an earlier iterator (`_idle_workers`)."""
         seconds = options.idle_worker_seconds
+        self.idle_seconds = seconds
+        """How long the workers wait parked once the iterator ends, and its slabs idle."""
         self._retire: dict[str, Any] = {"key": key, "path": method, "seconds": seconds}
         self._finalizer = weakref.finalize(
             self, _retire, self.processes, self.connections, self._retire
@@ -217,7 +221,7 @@ class WorkerPool:
         arguments = [(w, plan, init_fn, self.num_workers, slabs) for w in range(self.num_workers)]
         method: str = options.start_method
         try:
-            with _STARTING:
+            with _STARTING, threads_quieted():  # No thread of ours may run at a fork.
                 if method == "auto":
                     self._fork_refused = fork_refusal() or self._fork(arguments)
                     method = "fork" if self._fork_refused is None else _fallback_method()

@@ -12,6 +12,10 @@ the child. So a fork is made only when:
   pass; any other thread fails it, and the child is killed before it ran anything: it
   waits for a go that only a verified fork gets.
 
+chute's own background threads that come and go (the execution layer's timer for idle
+shared memory) register a stopper (`quiet_during_forks`), and whoever checks and forks
+does it inside `threads_quieted()`, so that they never rule out a fork.
+
 `map_in_fork` uses this for work that would leave native threads running in this
 process: counting the records of ArrayRecord files opens readers, which start
 ArrayRecord's pool of threads for good, and a process with those threads can no longer
@@ -29,9 +33,18 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import TypeVar
 
-__all__ = ["UNSAFE_MODULES", "fork_refusal", "forking", "map_in_fork", "thread_count"]
+__all__ = [
+    "UNSAFE_MODULES",
+    "fork_refusal",
+    "forking",
+    "map_in_fork",
+    "quiet_during_forks",
+    "thread_count",
+    "threads_quieted",
+]
 
 T = TypeVar("T")
 
@@ -41,6 +54,32 @@ UNSAFE_MODULES = {
     "obstore": "obstore is imported (its runtime does not survive a fork)",
 }
 """Modules whose presence in this process rules out forking, and why."""
+
+
+_STOPPERS: list[Callable[[], AbstractContextManager[None]]] = []
+
+
+def quiet_during_forks(stopper: Callable[[], AbstractContextManager[None]]) -> None:
+    """Registers `stopper()`: a block during which one of chute's own threads does not run.
+
+    For a background thread of a layer that comes and goes (a timer), so that it never
+    makes a fork unsafe: `threads_quieted()` enters every registered block.
+
+    Example:
+        >>> quiet_during_forks(contextlib.nullcontext)
+        >>> with threads_quieted():
+        ...     pass
+    """
+    _STOPPERS.append(stopper)
+
+
+@contextlib.contextmanager
+def threads_quieted() -> Iterator[None]:
+    """During the block, no thread registered with `quiet_during_forks` runs."""
+    with contextlib.ExitStack() as stack:
+        for stopper in list(_STOPPERS):
+            stack.enter_context(stopper())
+        yield
 
 
 def thread_count() -> int | None:
@@ -137,17 +176,20 @@ def map_in_fork(
         >>> map_in_fork(len, ["ab", "cde"]) in ([2, 3], None)  # None if unsafe here.
         True
     """
-    if not items or fork_refusal() is not None:
+    if not items:
         return None
-    go_read, go_write = os.pipe()
-    out_read, out_write = os.pipe()
-    with forking():
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover (the child ends in os._exit)
-            os.close(go_write)
-            os.close(out_read)
-            _child(fn, items, go_read, out_write)
-        threads = thread_count()
+    with threads_quieted():
+        if fork_refusal() is not None:
+            return None
+        go_read, go_write = os.pipe()
+        out_read, out_write = os.pipe()
+        with forking():
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover (the child ends in os._exit)
+                os.close(go_write)
+                os.close(out_read)
+                _child(fn, items, go_read, out_write)
+            threads = thread_count()
     os.close(go_read)
     os.close(out_write)
     results: list[int] = []

@@ -9,7 +9,10 @@ this module (an import-linter contract forbids reaching into `chute_sources._x`)
 - The error ledger behind `ErrorBudget`: `ErrorLedger`, `SkippedElement`, `Key`,
   `ledger_scope` and `active_ledger` (see `chute_sources._error_budget` for why a
   context variable carries it, and which constructors read it).
-- Shared-memory files: their folder, naming, creation and clean-up.
+- Shared-memory files: their folder, naming, owners (`owner_tag`, `release_owner`),
+  creation and clean-up.
+- Forking safely: `fork_refusal`, `forking`, `map_in_fork`, and `quiet_during_forks` /
+  `threads_quieted` for chute's own background threads, which never rule out a fork.
 - `PositionLayout`, `WrapperLayout`: the protocols by which the layers that own a
   state's layout tell where a stream is (resharding reads states only through them).
 - `distinct`, the record codec's `MAGIC`.
@@ -53,7 +56,15 @@ from ._conversion_manifest import (
 )
 from ._distinct import distinct
 from ._error_budget import KEEP, ErrorLedger, Key, SkippedElement, active_ledger, ledger_scope
-from ._fork import UNSAFE_MODULES, fork_refusal, forking, map_in_fork, thread_count
+from ._fork import (
+    UNSAFE_MODULES,
+    fork_refusal,
+    forking,
+    map_in_fork,
+    quiet_during_forks,
+    thread_count,
+    threads_quieted,
+)
 from ._pipeline import PositionLayout, WrapperLayout
 from ._shm import (
     SHM_DIR_ENV,
@@ -61,8 +72,9 @@ from ._shm import (
     create_segment_file,
     new_segment_path,
     no_space_error,
-    owner_tag_of,
+    owner_tag,
     reclaim_orphaned_segments,
+    release_owner,
     remove_own_segments,
     shm_dir,
 )
@@ -100,10 +112,12 @@ __all__ = [
     "map_in_fork",
     "new_segment_path",
     "no_space_error",
-    "owner_tag_of",
+    "owner_tag",
+    "quiet_during_forks",
     "read_one_by_one",
     "reading_one_by_one",
     "reclaim_orphaned_segments",
+    "release_owner",
     "remove_own_segments",
     "restore_all",
     "shm_dir",
@@ -116,5 +130,6 @@ __all__ = [
     "state_position",
     "state_value",
     "thread_count",
+    "threads_quieted",
     "unfinished_conversions",
 ]

@@ -308,6 +308,30 @@ report(consumer=os.getpid(), starts=STARTS, first=sorted(first), second=sorted(s
     assert seen["first"] == seen["second"] == [seen["consumer"]]
 
 
+def test_the_idle_slab_timer_never_keeps_auto_from_forking():
+    # New workers each iterator: the last one's slabs wait idle, on a timer thread.
+    seen = _run(
+        """
+def parent_array(x):  # Arrays travel in slabs, which the next iterator's workers reuse.
+    return np.full(8192, os.getppid())
+
+def fresh():
+    ds = chute.MapDataset.range(64).to_iter_dataset().map(parent_array)
+    options = MultiprocessingOptions(num_workers=2, idle_worker_seconds=0)
+    return ds.mp_prefetch(options, chunk_size=4)
+
+first = {int(o[0]) for o in fresh()}
+timer = [t.name for t in threading.enumerate() if t.name == "chute-idle-slabs"]
+second = {int(o[0]) for o in fresh()}
+report(consumer=os.getpid(), starts=STARTS, timer=timer, first=sorted(first),
+       second=sorted(second))
+"""
+    )
+    assert seen["timer"] == ["chute-idle-slabs"]
+    assert seen["starts"] == [["fork", None], ["fork", None]]
+    assert seen["first"] == seen["second"] == [seen["consumer"]]
+
+
 def test_mp_prefetch_starts_the_fork_server_ahead_only_when_it_will_be_needed(tmp_path):
     # NumPy's OpenBLAS threads stop for a fork: no fork server. ArrayRecord's reader
     # pool does not: the fork server starts at mp_prefetch, before the first iterator.

@@ -16,9 +16,14 @@ Bounds and lifetimes:
   shared-memory folder's size; where that folder is smaller than 1 GiB (Docker's
   default `/dev/shm` is 64 MiB) it keeps nothing. The oldest slabs go first. A worker
   that could not make a slab (`SharedMemoryError`) empties it.
-- `free_idle_slabs()` unlinks them all now; so does the exit of the process
-  (`atexit`). A process killed by a signal leaves them to the next chute process,
-  which reclaims them (the name says whose they were).
+- An idle slab is unlinked once it has waited as long as the workers that left it
+  may wait parked (`MultiprocessingOptions.idle_worker_seconds`, at least
+  `MIN_IDLE_SECONDS`, so that iterators made one after another still share them), by
+  a timer thread that runs only while slabs wait and never while this process forks
+  (`timer_stopped`, registered with `quiet_during_forks`). `free_idle_slabs()` unlinks
+  them all now; so does the exit of the process (`atexit`). A process killed by a
+  signal leaves them to the next chute process, which reclaims them (the name says
+  whose they were). Clean-up never raises and never stops at a file it cannot remove.
 - A worker renames a slab into its own name when it takes it, so from then on it is
   the worker's, with every guarantee of a slab the worker made itself.
 
@@ -35,14 +40,25 @@ import contextlib
 import os
 import shutil
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 
-from chute_sources.internal import SHM_PREFIX, new_segment_path, shm_dir
+from chute_sources import ChuteError
+from chute_sources.internal import (
+    SHM_PREFIX,
+    new_segment_path,
+    owner_tag,
+    quiet_during_forks,
+    shm_dir,
+    thread_count,
+)
 
 from .slab import Slab, unlink_quietly
 
-__all__ = ["POOL", "SlabPool", "budget", "free_idle_slabs"]
+__all__ = ["MIN_IDLE_SECONDS", "POOL", "SlabPool", "budget", "free_idle_slabs"]
 
+MIN_IDLE_SECONDS = 1.0
+"""The shortest time an idle slab is kept (also after iterators with no idle workers)."""
 _MOST_BYTES = 512 * 2**20
 _SHARE_OF_FOLDER = 8
 _SMALL_FOLDER = 2**30
@@ -70,14 +86,69 @@ class SlabPool:
     def __init__(self) -> None:
         self._owner = os.getpid()
         self._slabs: list[tuple[str, int]] = []  # (path, size), oldest first.
+        self._until: dict[str, float] = {}  # path -> when it expires (`time.monotonic()`).
         self._mapped: dict[int, Slab] = {}  # By inode: our mappings of slabs kept.
         self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._stopped = 0  # How many `timer_stopped` blocks run: no timer meanwhile.
 
     def _mine(self) -> list[tuple[str, int]]:
         if os.getpid() != self._owner:  # A forked child: start empty, own nothing.
             self._owner, self._slabs, self._lock = os.getpid(), [], threading.Lock()
-            self._mapped = {}  # The parent's mappings: left alone.
+            self._mapped, self._until, self._timer = {}, {}, None  # The parent's: left alone.
         return self._slabs
+
+    def _schedule(self) -> None:
+        """(Under the lock.) A timer for the next slab to expire, if any slab waits."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._slabs or self._stopped:
+            return
+        delay = max(0.0, min(self._until.values(), default=0.0) - time.monotonic())
+        self._timer = threading.Timer(delay, self._expire)
+        self._timer.name, self._timer.daemon = "chute-idle-slabs", True
+        self._timer.start()
+
+    def _expire(self) -> None:
+        """Unlinks the slabs whose time is up (on the timer's thread)."""
+        now = time.monotonic()
+        with self._lock:
+            if threading.current_thread() is not self._timer:
+                return  # Cancelled or replaced meanwhile.
+            self._timer = None
+            slabs = self._mine()
+            expired = [slab for slab in slabs if self._until.get(slab[0], 0.0) <= now]
+            for slab in expired:
+                slabs.remove(slab)
+                self._until.pop(slab[0], None)
+            self._schedule()
+        for path, _ in expired:
+            unlink_quietly(path)
+
+    @contextlib.contextmanager
+    def timer_stopped(self) -> Iterator[None]:
+        """No expiry thread runs during the block (so that this process may fork).
+
+        Slabs due meanwhile expire after it.
+        """
+        with self._lock:
+            self._mine()
+            self._stopped += 1
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+            timer.join()
+            for _ in range(100):  # Until its native thread is gone too (microseconds).
+                if (thread_count() or 0) <= threading.active_count():
+                    break
+                time.sleep(0.0002)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._stopped -= 1
+                self._schedule()
 
     def keep_mappings(self, slabs: Iterable[Slab]) -> None:
         """Keeps this process's mappings of slabs now in the pool, for the next reader.
@@ -117,11 +188,12 @@ class SlabPool:
         slab.path = path  # Its name now.
         return slab
 
-    def adopt(self, paths: Iterable[str]) -> int:
+    def adopt(self, paths: Iterable[str], idle_seconds: float = MIN_IDLE_SECONDS) -> int:
         """Takes over the slabs at `paths` (of workers that stopped); returns how many.
 
         Each is renamed into this process's name; a path that is gone is skipped. Then
-        the oldest slabs beyond `budget()` are unlinked.
+        the oldest slabs beyond `budget()` are unlinked. Each is unlinked after waiting
+        `idle_seconds` (at least `MIN_IDLE_SECONDS`) with no iterator taking it.
         """
         taken: list[tuple[str, int]] = []
         for path in paths:
@@ -132,14 +204,19 @@ class SlabPool:
             except OSError:
                 continue
             taken.append((str(target), size))
+        until = time.monotonic() + max(MIN_IDLE_SECONDS, idle_seconds)
         with self._lock:
             slabs = self._mine()
             slabs.extend(taken)
+            self._until.update((path, until) for path, _ in taken)
             limit, total, drop = budget(), sum(size for _, size in slabs), 0
             while drop < len(slabs) and total > limit:
                 total -= slabs[drop][1]
                 drop += 1
             dropped, slabs[:drop] = slabs[:drop], []
+            for path, _ in dropped:
+                self._until.pop(path, None)
+            self._schedule()
         for path, _ in dropped:
             unlink_quietly(path)
         return len(taken)
@@ -154,6 +231,9 @@ class SlabPool:
             chosen = sorted(slabs, key=lambda slab: -slab[1])[: max(0, count)]
             for slab in chosen:
                 slabs.remove(slab)
+                self._until.pop(slab[0], None)
+            if chosen:
+                self._schedule()
         return [(os.path.basename(path), size) for path, size in chosen]
 
     def idle_bytes(self) -> int:
@@ -171,16 +251,19 @@ class SlabPool:
             owner = self._owner
             slabs, self._slabs = self._mine(), []
             mapped, self._mapped = list(self._mapped.values()), {}
+            self._until = {}
+            self._schedule()  # None: nothing waits.
         for slab in mapped:
-            slab.close()
+            with contextlib.suppress(Exception):
+                slab.close()
         for path, _ in slabs:
             unlink_quietly(path)
         if os.getpid() == owner:
-            folder = shm_dir()
-            mine = f"{SHM_PREFIX}{os.getpid()}-"
-            try:
+            try:  # The folder may be gone, or its variable changed (at exit too).
+                folder = shm_dir()
+                mine = f"{SHM_PREFIX}{owner_tag(create=False)}-"
                 names = [n for n in os.listdir(folder) if n.startswith(mine) and "-pool-" in n]
-            except OSError:
+            except (OSError, ChuteError):
                 names = []
             for name in names:
                 unlink_quietly(str(folder / name))
@@ -189,6 +272,7 @@ class SlabPool:
 
 POOL = SlabPool()
 """This process's pool (of the consumer side)."""
+quiet_during_forks(POOL.timer_stopped)
 
 
 def free_idle_slabs() -> int:

@@ -34,10 +34,14 @@ def slab_path(name: str) -> Path:
 
 
 def unlink_quietly(path: str) -> bool:
-    """Unlinks `path`; returns False if it was already gone."""
+    """Unlinks `path`; returns False if it was already gone or cannot be removed.
+
+    Never raises: clean-up goes on past a file it may not remove (another user's file
+    under a name of ours, a folder that was removed).
+    """
     try:
         os.unlink(path)
-    except FileNotFoundError:
+    except OSError:
         return False
     return True
 
