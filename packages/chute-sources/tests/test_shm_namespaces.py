@@ -63,15 +63,20 @@ def _in_namespace(script: str, *, after: int = 0) -> list[str]:
     return [*namespace, "sh", "-c", runs, script]
 
 
-def test_a_live_segment_in_another_pid_namespace_is_never_reclaimed(tmp_path):
-    env = {**os.environ, "CHUTE_SHM_DIR": str(tmp_path)}
-    owner = subprocess.Popen(
+def _owner(env) -> subprocess.Popen[str]:
+    """The owner of a segment, pid 5 in a namespace of its own."""
+    return subprocess.Popen(
         _in_namespace(OWNER, after=3),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         env=env,
     )
+
+
+def test_a_live_segment_in_another_pid_namespace_is_never_reclaimed(tmp_path):
+    env = {**os.environ, "CHUTE_SHM_DIR": str(tmp_path)}
+    owner = _owner(env)
     try:
         name = owner.stdout.readline().strip()
         assert name.startswith(SHM_PREFIX), name
@@ -95,13 +100,7 @@ def test_a_live_segment_in_another_pid_namespace_is_never_reclaimed(tmp_path):
 
 def test_a_dead_owners_segment_in_another_namespace_is_reclaimed(tmp_path):
     env = {**os.environ, "CHUTE_SHM_DIR": str(tmp_path)}
-    owner = subprocess.Popen(
-        _in_namespace(OWNER, after=3),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    owner = _owner(env)
     name = owner.stdout.readline().strip()
     owner.kill()  # unshare SIGKILLs its child, pid 1 there: every process there dies.
     owner.wait(timeout=60)

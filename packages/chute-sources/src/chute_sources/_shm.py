@@ -281,12 +281,7 @@ def reclaim_orphaned_segments(folder: Path | None = None) -> list[str]:
         if not dead:
             continue
         try:
-            for name in segments:
-                try:
-                    os.unlink(folder / name)
-                    removed.append(name)
-                except OSError:
-                    pass
+            removed.extend(_unlink_all(folder, segments))
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.unlink(folder / f"{_OWNER_FILE}{tag}")
@@ -309,13 +304,20 @@ def remove_own_segments(folder: Path | None = None) -> list[str]:
         names = [n for n in os.listdir(folder) if n.startswith(mine)]
     except OSError:
         return removed
+    removed = _unlink_all(folder, names)
+    _OWNER.release()
+    return removed
+
+
+def _unlink_all(folder: Path, names: list[str]) -> list[str]:
+    """Unlinks each of `names` in `folder`; returns those it removed (never raises)."""
+    removed = []
     for name in names:
         try:
             os.unlink(folder / name)
             removed.append(name)
         except OSError:
             pass
-    _OWNER.release()
     return removed
 
 
