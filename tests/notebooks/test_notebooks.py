@@ -24,6 +24,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from chute_sources.internal import reclaim_orphaned_segments
+
 _spec = importlib.util.spec_from_file_location("guides", Path(__file__).with_name("guides.py"))
 assert _spec is not None and _spec.loader is not None
 guides = importlib.util.module_from_spec(_spec)
@@ -111,12 +113,21 @@ def _left_in(folder: Path) -> list[str]:
     """What is left in `folder` once the processes that used it have had time to exit.
 
     Workers whose consumer exited (the kernel, shut down) notice it and unlink their
-    shared memory on their own: this waits for that, up to a bound against hangs.
+    shared memory on their own: this waits for that, up to a bound against hangs. A
+    kernel is shut down by a signal (ipykernel waits for the multiprocessing resource
+    tracker, which ignores SIGTERM, until the kernel manager terminates the kernel), so
+    its 0-byte owner file may stay, unlocked, until the next chute process: that one is
+    left out here once it proves dead, removed as the next chute process would.
     """
     deadline = time.monotonic() + SETTLE_SECONDS
-    while os.listdir(folder) and time.monotonic() < deadline:
+    while _segments(folder) and time.monotonic() < deadline:
         time.sleep(0.05)
+    reclaim_orphaned_segments(folder)  # Removes owner files of dead processes only.
     return sorted(os.listdir(folder))
+
+
+def _segments(folder: Path) -> list[str]:
+    return [name for name in os.listdir(folder) if not name.startswith(".chute-owner-")]
 
 
 def _printed(cell: nbformat.NotebookNode) -> str:

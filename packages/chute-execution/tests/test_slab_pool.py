@@ -253,3 +253,32 @@ def test_clean_up_at_exit_never_raises_and_goes_on_past_what_it_cannot_remove(tm
         assert (folder / pooled[0]).is_dir()
     else:
         assert not folder.exists()
+
+
+_KILLED = """
+import os, signal, sys
+sys.path[:0] = {path!r}
+from test_slab_pool import _firsts, _iterator
+from chute_execution._transport.pool import POOL
+assert _firsts(_iterator()) == list(range(24))  # Its workers wait parked.
+assert POOL.idle_bytes() > 0
+print("kept", flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_the_workers_of_a_killed_consumer_reclaim_the_slabs_it_kept(tmp_path):
+    from chute_execution.testing import wait_until
+
+    folder = tmp_path / "shm"
+    folder.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_KILLED.format(path=[os.path.dirname(__file__)]))],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CHUTE_SHM_DIR": str(folder)},
+        timeout=120,
+    )
+    assert done.returncode == -9 and done.stdout == "kept\n", done.stderr
+    # Its idle slabs and its owner file: reclaimed by the parked workers as they exit.
+    assert wait_until(lambda: os.listdir(folder) == [], seconds=20), os.listdir(folder)

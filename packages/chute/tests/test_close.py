@@ -21,12 +21,14 @@ SETTLE_SECONDS = 10.0  # A bound for threads and processes to go away, not a spe
 
 
 def _chute_threads():
-    # Not the timer of the idle slabs kept for the next iterator: it ends with them, as
-    # parked workers do (tests/test_slab_pool.py checks it).
+    # Not the timer of the idle slabs kept for the next iterator, which ends with them as
+    # parked workers do (test_slab_pool.py checks it), nor the process's pool of chunk
+    # readers, which every iterator of the process shares (read_options threads).
     return [
         t.name
         for t in threading.enumerate()
-        if t.name.startswith("chute-") and t.name != "chute-idle-slabs"
+        if t.name.startswith("chute-")
+        and not t.name.startswith(("chute-idle-slabs", "chute-chunk"))
     ]
 
 

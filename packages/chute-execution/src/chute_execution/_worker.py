@@ -23,11 +23,17 @@ import pickle
 import signal
 import sys
 import threading
+import time
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
-from chute_sources.internal import read_one_by_one, release_owner, remove_own_segments
+from chute_sources.internal import (
+    read_one_by_one,
+    reclaim_orphaned_segments,
+    release_owner,
+    remove_own_segments,
+)
 
 from ._chunk_trace import ChunkTrace
 from ._shipping import unship
@@ -86,6 +92,43 @@ class WorkerFailure:
         return error
 
 
+def _consumer_gone(pid: int) -> bool:
+    """Whether process `pid` has exited (a zombie counts: its files are closed)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def _consumer_lost(connection: Connection) -> bool:
+    """Whether the consumer's end of `connection` is closed (it exited)."""
+    try:
+        if connection.poll(0):
+            connection.recv()
+    except (EOFError, OSError, ValueError):
+        return True
+    return False
+
+
+def _reclaim_after_consumer(wait: float) -> None:
+    """Once the consumer has exited (waiting up to `wait` s), reclaims what it left.
+
+    A consumer killed by a signal runs no clean-up: its owner file, and the idle slabs
+    it kept for its next iterator, would wait for the next chute process. Its workers
+    outlive it by a moment, and its lock went with it, so they reclaim them now.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.pid is None:
+        return
+    deadline = time.monotonic() + wait
+    while not _consumer_gone(parent.pid):
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.005)
+    reclaim_orphaned_segments()
+
+
 def _watch_parent(writers: list[SlabWriter], exiting: threading.Lock) -> None:
     """Exits this worker as soon as the consumer dies, even mid-way through user code.
 
@@ -108,6 +151,7 @@ def _watch_parent(writers: list[SlabWriter], exiting: threading.Lock) -> None:
             for writer in list(writers):
                 writer.close()
             remove_own_segments()
+            _reclaim_after_consumer(wait=1.0)
         finally:
             os._exit(1)
 
@@ -261,8 +305,12 @@ def worker_main(
         parked = _session(worker, connection, plan, num_slabs, writers, exiting)
         del plan
         shipped = _next_plan(connection, parked)
+    lost = _consumer_lost(connection)
     with contextlib.suppress(OSError):
         connection.close()
+    if lost:  # Killed, most likely: what it kept goes too.
+        with exiting:  # Not while the parent watch ends this process mid-way.
+            _reclaim_after_consumer(wait=1.0)
     release_owner()  # Workers end through os._exit: no atexit removes the owner file.
     sys.stdout.flush()
 

@@ -88,13 +88,13 @@ class SlabPool:
         self._slabs: list[tuple[str, int]] = []  # (path, size), oldest first.
         self._until: dict[str, float] = {}  # path -> when it expires (`time.monotonic()`).
         self._mapped: dict[int, Slab] = {}  # By inode: our mappings of slabs kept.
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # Reentrant: a finalizer (GC) may release within.
         self._timer: threading.Timer | None = None
         self._stopped = 0  # How many `timer_stopped` blocks run: no timer meanwhile.
 
     def _mine(self) -> list[tuple[str, int]]:
         if os.getpid() != self._owner:  # A forked child: start empty, own nothing.
-            self._owner, self._slabs, self._lock = os.getpid(), [], threading.Lock()
+            self._owner, self._slabs, self._lock = os.getpid(), [], threading.RLock()
             self._mapped, self._until, self._timer = {}, {}, None  # The parent's: left alone.
         return self._slabs
 
