@@ -31,8 +31,8 @@ from collections.abc import Callable
 import numpy as np
 
 import chute
+from chute_core.internal import map_in_fork
 from chute_sources import ArrayRecordSource
-from chute_sources.internal import map_in_fork
 
 from ._timing import median_ratio, median_seconds
 

@@ -28,8 +28,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from chute_core.internal import create_segment_file
 from chute_execution.internal import Slab
-from chute_sources.internal import create_segment_file
 
 from ._timing import median_ratio
 

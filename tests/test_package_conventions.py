@@ -11,6 +11,7 @@ import sys
 import pytest
 
 PACKAGES = [
+    "chute_core",
     "chute_sources",
     "chute_samplers",
     "chute_transforms",
@@ -19,7 +20,13 @@ PACKAGES = [
     "chute_checkpoint",
     "chute",
 ]
-BELOW_DEVICE = ["chute_sources", "chute_samplers", "chute_transforms", "chute_execution"]
+BELOW_DEVICE = [
+    "chute_core",
+    "chute_sources",
+    "chute_samplers",
+    "chute_transforms",
+    "chute_execution",
+]
 MAX_LINES = 500
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from chute_sources.internal import SHM_PREFIX, reclaim_orphaned_segments, shm_dir
+from chute_core.internal import SHM_PREFIX, reclaim_orphaned_segments, shm_dir
 
 TRAINER = Path(__file__).with_name("preemption_trainer.py")
 STARTUP = 120.0  # Seconds a run may take to start and train one step (generous, not a check).

@@ -3,7 +3,7 @@
 chute's packages talk to each other through public names only: a package's own
 namespace (`chute_sources`) and its deliberate seams (`chute_sources.internal`). A
 module whose path has a segment starting with `_` below the package
-(`chute_sources._shm`, `chute_execution._transport.slab`) is private to its package;
+(`chute_core._shm`, `chute_execution._transport.slab`) is private to its package;
 this contract lists every import of one from any other root package. The layers
 contract cannot say this: it checks which layers import which, not through which door.
 

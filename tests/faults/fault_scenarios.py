@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 import chute
+from chute_core.internal import SHM_PREFIX, shm_dir
 from chute_execution.testing import ANSWER_CTRL_C, FailAt, KillWorkerAt, KillWorkerOnSum, SleepAt
-from chute_sources.internal import SHM_PREFIX, shm_dir
 
 SETTLE = 10.0  # Seconds processes and segments get to go away: a bound, not a speed check.
 BATCH = 4

@@ -138,7 +138,7 @@ def check(kind: str, path: str, out: str, number: int, outcomes: dict[str, int])
     from chute.cli._common import EXIT_DATA, CliError
     from chute.cli._convert import run_convert
     from chute.cli._inputs import open_input
-    from chute_sources import ChuteError
+    from chute_core import ChuteError
 
     def unexpected(stage: str, what: str) -> None:
         print(f"UNEXPECTED {number} {stage}: {what}", flush=True)

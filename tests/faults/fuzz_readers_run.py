@@ -79,7 +79,7 @@ def read_all(kind: str, path: str) -> None:
 
 def main() -> None:
     kind, seed, count, folder = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-    from chute_sources import ChuteError
+    from chute_core import ChuteError
 
     valid = write_valid(kind, folder)
     read_all(kind, valid)

@@ -24,7 +24,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from chute_sources.internal import reclaim_orphaned_segments
+from chute_core.internal import reclaim_orphaned_segments
 
 _spec = importlib.util.spec_from_file_location("guides", Path(__file__).with_name("guides.py"))
 assert _spec is not None and _spec.loader is not None

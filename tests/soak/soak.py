@@ -74,7 +74,7 @@ def shm_mib(pids: list[int]) -> float:
     Only theirs: other chute programs on the machine (tests of other checkouts) have
     their own segments there, which come and go.
     """
-    from chute_sources.internal import SHM_PREFIX, shm_dir
+    from chute_core.internal import SHM_PREFIX, shm_dir
 
     owners = {str(pid) for pid in pids}
     folder = shm_dir()

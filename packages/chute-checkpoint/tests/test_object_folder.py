@@ -9,7 +9,7 @@ import pytest
 
 from chute_checkpoint import write_atomic
 from chute_checkpoint._object_folder import ObjectFolder
-from chute_sources import InvalidArgumentError
+from chute_core import InvalidArgumentError
 
 
 def _bucket(s3: Any) -> str:

@@ -26,8 +26,8 @@ from chute_checkpoint import (
     save,
 )
 from chute_checkpoint._format import MAX_PROCESS_COUNT
+from chute_core import ArgumentTypeError, InvalidArgumentError
 from chute_samplers import SequentialIter
-from chute_sources import ArgumentTypeError, InvalidArgumentError
 
 
 def _iterator() -> SequentialIter:

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from chute_core import InvalidStateError
 from chute_device import DevicePutIter, device_put, host_rows, put_batch, row_split
 from chute_samplers import IterNode, SequentialIter
-from chute_sources import InvalidStateError
 from chute_sources.testing import assert_resumes
 
 

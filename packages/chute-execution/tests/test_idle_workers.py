@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from chute_core.internal import SHM_PREFIX, shm_dir
 from chute_execution import (
     ChunkPlan,
     MultiprocessingOptions,
@@ -31,7 +32,7 @@ from chute_execution import (
     stop_idle_workers,
 )
 from chute_execution.testing import FullArray
-from chute_sources.internal import SHM_PREFIX, reading_one_by_one, shm_dir
+from chute_sources.internal import reading_one_by_one
 from chute_sources.testing import assert_resumes
 from chute_transforms import MapIter
 

@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chute_core import DROPPED, InvalidStateError
 from chute_execution import PrefetchReadIter, ReadOptions, _prefetch_read
 from chute_samplers import RepeatMap, SequentialIter, ShuffleMap
-from chute_sources import DROPPED, InvalidStateError, RangeSource
+from chute_sources import RangeSource
 from chute_sources.testing import assert_resumes
 from chute_transforms import FilterMap, MapMap, RandomMapIter
 

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chute_core import CorruptRecordError, ErrorBudget, ErrorBudgetExceededError
 from chute_execution import (
     ChunkPlan,
     DataLoader,
@@ -17,7 +18,7 @@ from chute_execution import (
 )
 from chute_execution.testing import BrokenSource, FailOn, FailOnceAt, Remainder, Repeat
 from chute_samplers import IndexSampler, NoSharding, SequentialIter
-from chute_sources import CorruptRecordError, ErrorBudget, ErrorBudgetExceededError, SequenceSource
+from chute_sources import SequenceSource
 from chute_sources.testing import assert_resumes, assert_trees_equal
 from chute_transforms import (
     BatchIter,

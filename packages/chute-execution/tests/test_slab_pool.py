@@ -16,6 +16,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from chute_core.internal import SHM_PREFIX, shm_dir
 from chute_execution import (
     ChunkPlan,
     MultiprocessingOptions,
@@ -25,7 +26,6 @@ from chute_execution import (
 from chute_execution._transport import pool as pool_module
 from chute_execution._transport.pool import POOL, SlabPool
 from chute_execution.testing import FullArray
-from chute_sources.internal import SHM_PREFIX, shm_dir
 from chute_transforms import MapIter
 
 ROWS = 2**17  # 1 MiB per element: results are leased to the consumer as views.
@@ -219,7 +219,7 @@ import os, shutil, sys
 sys.path[:0] = {path!r}
 from test_slab_pool import _firsts, _iterator
 from chute_execution._transport.pool import POOL
-from chute_sources.internal import shm_dir
+from chute_core.internal import shm_dir
 assert _firsts(_iterator()) == list(range(24))
 pooled = sorted(name for name in os.listdir(shm_dir()) if "-pool-" in name)
 assert len(pooled) >= 2, pooled

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from chute_core import SharedMemoryError
+from chute_core.internal import SHM_PREFIX, shm_dir
 from chute_execution._transport import SlabMessage, SlabReader, SlabWriter
 from chute_execution.testing import slabs_of
-from chute_sources import SharedMemoryError
-from chute_sources.internal import SHM_PREFIX, shm_dir
 from chute_sources.testing import assert_trees_equal
 
 WAIT = 20.0  # A bound for another thread to answer, never a speed check.

@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chute_sources.internal import distinct
+from chute_core.internal import distinct
 
 
 @given(st.lists(st.integers(-(2**40), 2**40), max_size=50))

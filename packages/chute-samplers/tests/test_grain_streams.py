@@ -2,6 +2,7 @@
 
 import pytest
 
+from chute_core import DROPPED, InvalidStateError
 from chute_samplers import (
     CacheIter,
     CacheMap,
@@ -15,7 +16,6 @@ from chute_samplers import (
     ZipIter,
     ZipMap,
 )
-from chute_sources import DROPPED, InvalidStateError
 from chute_sources.testing import assert_resumes
 
 

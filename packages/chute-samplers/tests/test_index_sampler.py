@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chute_core import InvalidStateError, RecordIndexError, RecordMetadata
 from chute_samplers import (
     IndexSampler,
     IndexSamplerIterator,
@@ -15,7 +16,7 @@ from chute_samplers import (
     ShuffleMap,
     record_rng,
 )
-from chute_sources import InvalidStateError, RangeSource, RecordIndexError, RecordMetadata
+from chute_sources import RangeSource
 from chute_sources.testing import assert_resumes
 
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chute_core import DROPPED, LengthOverflowError, RecordIndexError
 from chute_samplers import (
     ENDLESS,
     MapNode,
@@ -23,14 +24,7 @@ from chute_samplers import (
     SliceMap,
 )
 from chute_samplers._schedule import MAX_PERIOD
-from chute_sources import (
-    DROPPED,
-    LengthOverflowError,
-    RangeSource,
-    RecordIndexError,
-    SequenceSource,
-    Source,
-)
+from chute_sources import RangeSource, SequenceSource, Source
 
 
 def _flat(lists):

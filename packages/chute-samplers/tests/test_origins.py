@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from chute_core import DROPPED
 from chute_samplers import (
     IndexSampler,
     IndexSamplerIterator,
@@ -16,7 +17,7 @@ from chute_samplers import (
     WindowShuffleIter,
 )
 from chute_samplers._hashing import hash_ints, origin_key, tag
-from chute_sources import DROPPED, RangeSource
+from chute_sources import RangeSource
 
 
 class FilterIter(IterNode):

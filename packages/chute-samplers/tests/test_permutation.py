@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chute_core import RecordIndexError
 from chute_samplers import Permutation
 from chute_samplers._permutation import MAX_SIZE, TABLE_SIZE
-from chute_sources import RecordIndexError
 
 
 def _edge_sizes():

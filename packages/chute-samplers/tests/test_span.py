@@ -1,9 +1,9 @@
 import pytest
 
+from chute_core import DROPPED, CorruptRecordError, ErrorBudget, ErrorBudgetExceededError
+from chute_core.internal import ErrorLedger, ledger_scope
 from chute_samplers import SequentialIter
 from chute_samplers._span import read_span
-from chute_sources import DROPPED, CorruptRecordError, ErrorBudget, ErrorBudgetExceededError
-from chute_sources.internal import ErrorLedger, ledger_scope
 from chute_sources.testing import assert_resumes
 
 

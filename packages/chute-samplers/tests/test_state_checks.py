@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from chute_core import InvalidStateError
 from chute_samplers import (
     ConcatenateIter,
     IndexSampler,
@@ -17,7 +18,6 @@ from chute_samplers import (
     WindowShuffleIter,
     ZipIter,
 )
-from chute_sources import InvalidStateError
 
 
 def _refuse(it, state, match):

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chute_core import DROPPED, InvalidStateError
 from chute_samplers import (
     IndexSampler,
     InterleaveIter,
@@ -15,7 +16,7 @@ from chute_samplers import (
     ShuffleMap,
     WindowShuffleIter,
 )
-from chute_sources import DROPPED, InvalidStateError, RangeSource
+from chute_sources import RangeSource
 from chute_sources.testing import assert_resumes
 
 

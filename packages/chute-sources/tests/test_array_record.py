@@ -7,18 +7,20 @@ from array_record.python.array_record_module import ArrayRecordReader, ArrayReco
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chute_sources import (
-    ArrayRecordSource,
+from chute_core import (
     CorruptRecordError,
-    FileInstruction,
     RecordCodecError,
     RecordIndexError,
     SourceClosedError,
     SourceFileError,
     SourceFileNotFoundError,
+    read_records,
+)
+from chute_sources import (
+    ArrayRecordSource,
+    FileInstruction,
     decode_record,
     encode_record,
-    read_records,
     shard_paths,
     write_array_record,
 )

@@ -6,13 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from chute_sources import (
-    CorruptRecordError,
-    RecordCodecError,
-    decode_record,
-    encode_record,
-    is_encoded_record,
-)
+from chute_core import CorruptRecordError, RecordCodecError
+from chute_sources import decode_record, encode_record, is_encoded_record
 from chute_sources._codec import MAGIC
 from chute_sources.testing import assert_trees_equal
 

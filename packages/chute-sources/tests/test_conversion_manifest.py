@@ -8,11 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from chute_core import ArgumentTypeError, SourceFileError
 from chute_sources import (
-    ArgumentTypeError,
     ArrayRecordSource,
     IncompleteShardsWarning,
-    SourceFileError,
     shard_paths,
     write_array_record,
 )

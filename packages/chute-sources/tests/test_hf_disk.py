@@ -19,10 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from chute_sources import (
+from chute_core import (
     ChuteError,
     CorruptRecordError,
-    HuggingFaceDiskSource,
     InvalidArgumentError,
     RandomAccessDataSource,
     RecordIndexError,
@@ -31,6 +30,7 @@ from chute_sources import (
     SourceFileNotFoundError,
     SupportsGetItems,
 )
+from chute_sources import HuggingFaceDiskSource
 
 ROWS = 3500  # save_to_disk writes batches of at most 1,000 rows: 2 batches in each of 3 files.
 

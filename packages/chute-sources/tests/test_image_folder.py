@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from chute_sources import (
+from chute_core import (
     CorruptRecordError,
-    ImageFolderSource,
     RandomAccessDataSource,
     RecordIndexError,
     SourceClosedError,
@@ -17,6 +16,7 @@ from chute_sources import (
     SourceFileNotFoundError,
     SupportsGetItems,
 )
+from chute_sources import ImageFolderSource
 
 PNG = b"\x89PNG\r\n\x1a\n"  # How a PNG file starts; the source decodes nothing.
 JPEG = b"\xff\xd8\xff"  # How a JPEG file starts.

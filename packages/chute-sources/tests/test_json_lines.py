@@ -12,10 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import chute_sources._json_lines as json_lines_module
-from chute_sources import (
+from chute_core import (
     ChuteError,
     CorruptRecordError,
-    JsonLinesSource,
     RandomAccessDataSource,
     RecordIndexError,
     SourceClosedError,
@@ -23,6 +22,7 @@ from chute_sources import (
     SourceFileNotFoundError,
     SupportsGetItems,
 )
+from chute_sources import JsonLinesSource
 
 PETS = [
     {"name": "cat", "legs": 4, "tags": ["soft", "é"]},

@@ -13,13 +13,8 @@ from typing import Any
 
 import pytest
 
-from chute_sources import (
-    CorruptRecordError,
-    JsonLinesSource,
-    ObjectChangedError,
-    SourceFileNotFoundError,
-    StorageOptions,
-)
+from chute_core import CorruptRecordError, ObjectChangedError, SourceFileNotFoundError
+from chute_sources import JsonLinesSource, StorageOptions
 from chute_sources._json_lines_remote import MAX_OPEN
 from chute_sources._remote._client import client_for
 

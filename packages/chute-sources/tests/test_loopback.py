@@ -17,7 +17,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from chute_sources import InvalidArgumentError
+from chute_core import InvalidArgumentError
 from chute_sources.testing import (
     FaultProxy,
     LoopbackGCS,

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from chute_sources import NumpySource, SourceFileError
+from chute_core import SourceFileError
+from chute_sources import NumpySource
 from chute_sources._npz_compressed import CompressedMember
 
 

@@ -16,13 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chute_sources import (
-    NumpySource,
-    ObjectChangedError,
-    SourceFileError,
-    SourceFileNotFoundError,
-    StorageOptions,
-)
+from chute_core import ObjectChangedError, SourceFileError, SourceFileNotFoundError
+from chute_sources import NumpySource, StorageOptions
 from chute_sources._numpy_remote import RemoteNpy
 from chute_sources._remote._client import client_for
 

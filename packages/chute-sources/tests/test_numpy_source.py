@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chute_sources._errors import (
+from chute_core import (
     RecordIndexError,
     RecordKeyTypeError,
     SourceClosedError,

@@ -13,15 +13,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from chute_sources import (
-    ArrayRecordSource,
-    FileInstruction,
+from chute_core import (
     InvalidArgumentError,
     ObjectChangedError,
     ObjectStorageCredentialsError,
+    SourceFileNotFoundError,
+)
+from chute_sources import (
+    ArrayRecordSource,
+    FileInstruction,
     ParquetSource,
     ParquetStream,
-    SourceFileNotFoundError,
     StorageOptions,
     write_array_record,
 )

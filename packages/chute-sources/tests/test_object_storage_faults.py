@@ -16,14 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from chute_sources import (
-    ArrayRecordSource,
-    ObjectStoragePermissionError,
-    ObjectStorageReadError,
-    ParquetSource,
-    StorageOptions,
-    write_array_record,
-)
+from chute_core import ObjectStoragePermissionError, ObjectStorageReadError
+from chute_sources import ArrayRecordSource, ParquetSource, StorageOptions, write_array_record
 from chute_sources._remote._cache import ShardCache
 from chute_sources.testing import FaultProxy
 

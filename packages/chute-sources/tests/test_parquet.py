@@ -25,9 +25,11 @@ from hypothesis import strategies as st
 import chute_sources._parquet as parquet_module
 import chute_sources._parquet_index as parquet_index_module
 import chute_sources._parquet_stream as parquet_stream_module
-from chute_sources._errors import (
+from chute_core import (
+    CheckpointableIterator,
     CorruptRecordError,
     InvalidStateError,
+    RandomAccessDataSource,
     RecordIndexError,
     RecordKeyTypeError,
     SourceClosedError,
@@ -36,7 +38,6 @@ from chute_sources._errors import (
 )
 from chute_sources._parquet import ParquetSource, ParquetStream
 from chute_sources._parquet_index import ParquetIndex
-from chute_sources._protocols import CheckpointableIterator, RandomAccessDataSource
 
 # --------------------------------------------------------------------------------------
 # Data

@@ -5,16 +5,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chute_sources import (
+from chute_core import (
     RandomAccessDataSource,
-    RangeSource,
     RecordIndexError,
     RecordKeyTypeError,
-    SequenceSource,
     SourceClosedError,
     SupportsGetItems,
     read_records,
 )
+from chute_sources import RangeSource, SequenceSource
 
 
 @given(

@@ -22,14 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chute_sources import (
-    ArrayRecordSource,
-    JsonLinesSource,
-    ObjectChangedError,
-    SourceFileError,
-    StorageOptions,
-    write_array_record,
-)
+from chute_core import ObjectChangedError, SourceFileError
+from chute_sources import ArrayRecordSource, JsonLinesSource, StorageOptions, write_array_record
 from chute_sources._remote._cache import ShardCache
 from chute_sources._remote._client import ObjectInfo, client_for
 from chute_sources._remote._urls import parse_object_url

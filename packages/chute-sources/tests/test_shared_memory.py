@@ -9,14 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chute_sources import SharedMemoryError, SharedMemorySource, SourceClosedError, read_records
-from chute_sources._shm import (
+from chute_core import SharedMemoryError, SourceClosedError, read_records
+from chute_core.internal import (
     SHM_PREFIX,
     create_segment_file,
     reclaim_orphaned_segments,
     remove_own_segments,
     shm_dir,
 )
+from chute_sources import SharedMemorySource
 from chute_sources.testing import assert_trees_equal
 
 
@@ -197,7 +198,7 @@ class _LiveOwner:
     SCRIPT = textwrap.dedent(
         """
         import os, sys
-        from chute_sources._shm import SHM_PREFIX, create_segment_file, owner_tag
+        from chute_core.internal import SHM_PREFIX, create_segment_file, owner_tag
         path, fd = create_segment_file("slab")
         print(path.name, f".chute-owner-{owner_tag()}", flush=True)
         sys.stdin.read()  # Lives until its stdin closes.
@@ -249,7 +250,7 @@ def test_a_segment_named_by_an_older_chute_is_left_alone(tmp_path, monkeypatch):
 FORKS = textwrap.dedent(
     """
     import os
-    from chute_sources._shm import create_segment_file, reclaim_orphaned_segments
+    from chute_core.internal import create_segment_file, reclaim_orphaned_segments
     path, fd = create_segment_file("slab")
     read, write = os.pipe()
     pid = os.fork()

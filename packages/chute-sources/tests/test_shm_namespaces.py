@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from chute_sources._shm import SHM_PREFIX
+from chute_core.internal import SHM_PREFIX
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None,
@@ -38,7 +38,7 @@ OWNER = textwrap.dedent(
 
 RECLAIM = textwrap.dedent(
     """
-    from chute_sources._shm import reclaim_orphaned_segments
+    from chute_core.internal import reclaim_orphaned_segments
     print(reclaim_orphaned_segments(), flush=True)
     """
 )
@@ -46,7 +46,7 @@ RECLAIM = textwrap.dedent(
 OTHER = textwrap.dedent(
     """
     from chute_sources import SharedMemorySource
-    from chute_sources._shm import reclaim_orphaned_segments
+    from chute_core.internal import reclaim_orphaned_segments
     with SharedMemorySource(list(range(10))) as source:  # Reclaims orphans first.
         print(reclaim_orphaned_segments(), flush=True)
     """

@@ -15,15 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chute_sources import (
-    ArrayRecordSource,
-    InvalidArgumentError,
-    ObjectStorageError,
-    SourceFileNotFoundError,
-    StorageOptions,
-    list_objects,
-    write_array_record,
-)
+from chute_core import InvalidArgumentError, ObjectStorageError, SourceFileNotFoundError
+from chute_sources import ArrayRecordSource, StorageOptions, list_objects, write_array_record
 from chute_sources._remote._keys import key_problem, problem_folder, skip_offset
 from chute_sources._remote._listing import list_folder
 

@@ -5,8 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chute_core import DROPPED, InvalidStateError
 from chute_samplers import IterNode, SequentialIter, ShuffleMap
-from chute_sources import DROPPED, InvalidStateError, RangeSource
+from chute_sources import RangeSource
 from chute_sources.testing import assert_resumes, assert_trees_equal
 from chute_transforms import BatchError, BatchIter, BatchTransform, UnbatchIter
 from chute_transforms.testing import ListIterator

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chute_sources import DROPPED
+from chute_core import DROPPED
 from chute_transforms import BatchMap
 
 

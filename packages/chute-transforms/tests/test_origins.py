@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from chute_core import DROPPED
 from chute_samplers import (
     IterNode,
     MixIter,
@@ -15,7 +16,7 @@ from chute_samplers import (
     record_rng,
 )
 from chute_samplers.internal import origin_key
-from chute_sources import DROPPED, RangeSource
+from chute_sources import RangeSource
 from chute_transforms import (
     BatchIter,
     ConcatSplitIter,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chute_sources import InvalidStateError
+from chute_core import InvalidStateError
 from chute_sources.testing import assert_resumes, assert_trees_equal
 from chute_transforms import BestFitPackIter, ConcatSplitIter, FirstFitPackIter, PackingError
 from chute_transforms.testing import ListIterator

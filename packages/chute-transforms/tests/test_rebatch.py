@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from chute_sources import DROPPED, InvalidStateError
+from chute_core import DROPPED, InvalidStateError
 from chute_sources.testing import assert_resumes, assert_trees_equal
 from chute_transforms import BatchError, BatchMap, FilterMap, RebatchIter, UnbatchMap
 from chute_transforms.testing import ListIterator

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
+from chute_core import ErrorBudget, ErrorBudgetExceededError, InvalidStateError
 from chute_samplers import SequentialIter, WindowShuffleIter
-from chute_sources import ErrorBudget, ErrorBudgetExceededError, InvalidStateError
 from chute_sources.testing import assert_resumes
 from chute_transforms import (
     FilterIter,

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
+from chute_core import ErrorBudget, InvalidStateError
 from chute_samplers import SequentialIter
-from chute_sources import ErrorBudget, InvalidStateError
 from chute_transforms import (
     FilterIter,
     FlatMapIter,

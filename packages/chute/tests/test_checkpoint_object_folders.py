@@ -18,13 +18,8 @@ from chute_checkpoint import (
     restore,
     save,
 )
-from chute_sources import (
-    InvalidArgumentError,
-    SourceFileNotFoundError,
-    StorageOptions,
-    list_objects,
-    read_object,
-)
+from chute_core import InvalidArgumentError, SourceFileNotFoundError
+from chute_sources import StorageOptions, list_objects, read_object
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ turns the values into JSON that identifies them by structure:
   objects); transform objects also by their public numbers, strings and flags, while
   sources never by such scalars (counters and flags that change while reading);
 - performance knobs (the parameters a stage's declared traits list as performance,
-  `chute_sources.StageTraits.performance`; for an op nobody declared,
+  `chute_core.StageTraits.performance`; for an op nobody declared,
   `PERFORMANCE_PARAMETERS`: worker and thread counts, buffer sizes) are left out: they
   never change the elements, so a checkpoint restores across them.
 """
@@ -42,8 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from chute_core import is_declared, stage_traits
 from chute_samplers import upstream_iterators
-from chute_sources import is_declared, stage_traits
 
 __all__ = [
     "PERFORMANCE_PARAMETERS",
@@ -328,16 +328,24 @@ def _describe_array(array: np.ndarray[Any, Any]) -> dict[str, Any]:
     return described
 
 
+def _exported_by(module: str, name: str, obj: Any) -> bool:
+    found = sys.modules.get(module)
+    return found is not None and "." not in name and getattr(found, name, None) is obj
+
+
 def _qualified(obj: Any) -> str:
     """`module.qualname`, by the shortest public module that exports `obj`.
 
     So `chute_sources._range.RangeSource` is `chute_sources.RangeSource` and
     `_operator.neg` is `operator.neg`: moving code between private modules keeps
-    fingerprints, hence checkpoints, valid.
+    fingerprints, hence checkpoints, valid. What moved from `chute_sources` to
+    `chute_core` (which `chute_sources` still exports) keeps its `chute_sources` name.
     """
     module = getattr(obj, "__module__", None) or "?"
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
     name = name or type(obj).__qualname__
+    if module.startswith("chute_core.") and _exported_by("chute_sources", name, obj):
+        return f"chute_sources.{name}"  # Its name before chute_core: checkpoints stay valid.
     parts = module.split(".")
     candidates = [".".join(parts[:size]) for size in range(1, len(parts))]
     candidates.append(module.lstrip("_"))

@@ -1,8 +1,8 @@
-"""The errors of the checkpoint layer: all `chute_sources.ChuteError`s."""
+"""The errors of the checkpoint layer: all `chute_core.ChuteError`s."""
 
 from __future__ import annotations
 
-from chute_sources import ChuteError
+from chute_core import ChuteError
 
 __all__ = [
     "CheckpointError",

@@ -15,7 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Any, TypeVar
 
-from chute_sources import CheckpointableIterator, StorageOptions, is_object_url, write_object
+from chute_core import CheckpointableIterator
+from chute_sources import StorageOptions, is_object_url, write_object
 
 from ._elastic import find_document, state_file_name, states_by_count
 from ._errors import ReshardError

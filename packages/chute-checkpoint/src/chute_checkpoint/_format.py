@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from chute_sources import (
+from chute_core import (
     ArgumentTypeError,
     CheckpointableIterator,
     InvalidArgumentError,

@@ -15,13 +15,8 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
-from chute_sources import (
-    SourceFileNotFoundError,
-    StorageOptions,
-    list_objects,
-    object_info,
-    read_object,
-)
+from chute_core import SourceFileNotFoundError
+from chute_sources import StorageOptions, list_objects, object_info, read_object
 
 from ._errors import CheckpointNotFoundError
 

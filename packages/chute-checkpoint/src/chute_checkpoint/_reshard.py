@@ -25,10 +25,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from chute_core import PositionLayout, StageTraits, declared_stages, is_declared, stage_traits
 from chute_execution.internal import CHUNK_POSITIONS
 from chute_samplers.internal import READER_POSITIONS
-from chute_sources import StageTraits, declared_stages, is_declared, stage_traits
-from chute_sources.internal import PositionLayout
 from chute_transforms.internal import PARENT_STATES, SKIPS_REFUSED
 
 from ._describe import describe_pipeline, fingerprint

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from chute_sources import CheckpointableIterator
+from chute_core import CheckpointableIterator
 
 from ._device_put import DevicePutIter
 from ._global_batch import Target

@@ -8,10 +8,10 @@ from typing import Any, TypeVar
 import jax
 import numpy as np
 
+from chute_core import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_core.internal import check_int
 from chute_execution import ThreadPrefetchIter
 from chute_samplers import IterNode
-from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
-from chute_sources.internal import check_int
 
 from ._global_batch import Target, _is_target, put_batch
 

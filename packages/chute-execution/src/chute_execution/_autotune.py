@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from chute_sources.internal import check_count
+from chute_core.internal import check_count
 
 from ._mp_options import MultiprocessingOptions
 from ._read_options import ReadOptions, element_nbytes

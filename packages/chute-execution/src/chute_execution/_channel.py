@@ -12,7 +12,7 @@ import queue
 import threading
 from typing import Any, Final, TypeAlias
 
-from chute_sources import CheckpointableIterator, IteratorState
+from chute_core import CheckpointableIterator, IteratorState
 
 from ._exit_threads import finish_at_exit
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from chute_sources import ChuteError
+from chute_core import ChuteError
 from chute_transforms import MapChain
 
 __all__ = ["ChunkCancelled", "run_maps_until"]

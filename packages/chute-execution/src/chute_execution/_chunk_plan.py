@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from chute_core import RandomAccessDataSource
+from chute_core.internal import ErrorLedger, Key, check_count, check_dataset, ledger_scope
 from chute_samplers import prefetch_span
-from chute_sources import RandomAccessDataSource
-from chute_sources.internal import ErrorLedger, Key, check_count, check_dataset, ledger_scope
 from chute_transforms import BatchError, MapChain, MapIter, batch_elements
 from chute_transforms.internal import Allocate, stacking_into
 

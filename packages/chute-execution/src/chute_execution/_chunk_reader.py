@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from chute_core import DROPPED, IteratorState, RandomAccessDataSource
+from chute_core.internal import ErrorLedger, active_ledger, state_dict, state_int
 from chute_samplers import IterNode
 from chute_samplers.internal import Span, read_span, reader_name
-from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
-from chute_sources.internal import ErrorLedger, active_ledger, state_dict, state_int
 
 __all__ = ["ChunkReader", "has_dropped", "read_chunk"]
 

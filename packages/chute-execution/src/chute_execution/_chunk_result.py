@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from chute_sources import SkippedElement
+from chute_core import SkippedElement
 
 __all__ = ["ChunkResult", "ConsecutiveOrigins", "Skip", "StageTime", "Unstacked"]
 

@@ -6,19 +6,19 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from chute_samplers import EpochArray, IndexSampler, IterNode, MapNode, PositionArray, record_rng
-from chute_samplers.internal import RNG_OP
-from chute_sources import (
+from chute_core import (
     ErrorBudget,
     PipelineDescription,
     PipelineStage,
     RandomAccessDataSource,
-    Source,
     StageTraits,
     declare_stage,
     read_records,
 )
-from chute_sources.internal import check_count
+from chute_core.internal import check_count
+from chute_samplers import EpochArray, IndexSampler, IterNode, MapNode, PositionArray, record_rng
+from chute_samplers.internal import RNG_OP
+from chute_sources import Source
 from chute_transforms import (
     BatchIter,
     BatchTransform,

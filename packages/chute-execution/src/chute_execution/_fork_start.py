@@ -1,6 +1,6 @@
 """Forking workers straight from the consumer, only while that is provably safe.
 
-The checks are the sources layer's (`chute_sources.internal.fork_refusal`, and one
+The checks are the foundation's (`chute_core.internal.fork_refusal`, and one
 thread in `/proc/self/task` right after the fork): no jax or obstore imported, no
 other Python thread, no native thread that does not stop for a fork. A child whose
 fork fails the last check is killed before it ran any code of the user's: it waits for
@@ -26,12 +26,7 @@ import weakref
 from multiprocessing.connection import Connection
 from typing import Any
 
-from chute_sources.internal import (
-    UNSAFE_MODULES,
-    fork_refusal,
-    forking,
-    thread_count,
-)
+from chute_core.internal import UNSAFE_MODULES, fork_refusal, forking, thread_count
 
 from ._worker import worker_main
 

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from chute_sources.internal import SHM_PREFIX, shm_dir
+from chute_core.internal import SHM_PREFIX, shm_dir
 
 __all__ = ["chute_threads", "own_slabs", "slabs_of", "wait_until"]
 

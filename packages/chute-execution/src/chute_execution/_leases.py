@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 import os
 
-from chute_sources.internal import shm_dir
+from chute_core.internal import shm_dir
 
 from ._transport.codec import SlabMessage
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from chute_core import InvalidStateError, IteratorState
+from chute_core.internal import check_count, state_dict, state_parent
 from chute_samplers import IterNode
-from chute_sources import InvalidStateError, IteratorState
-from chute_sources.internal import check_count, state_dict, state_parent
 from chute_transforms import batch_elements, batch_rows, concat_batches, pad_batch, slice_batch
 
 from ._chunk_plan import ChunkPlan, Unstacked, outputs_before

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from chute_sources.internal import check_count
+from chute_core.internal import check_count
 
 __all__ = ["MultiprocessingOptions"]
 

@@ -26,14 +26,9 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from chute_core import ChuteError, InvalidStateError, IteratorState
+from chute_core.internal import Key, active_ledger, state_dict, state_int
 from chute_samplers import IterNode
-from chute_sources import ChuteError, InvalidStateError, IteratorState
-from chute_sources.internal import (
-    Key,
-    active_ledger,
-    state_dict,
-    state_int,
-)
 
 from ._chunk_plan import ChunkPlan, ChunkResult, Skip, outputs_before
 from ._chunk_trace import ConsumerTrace

@@ -7,13 +7,8 @@ import secrets
 import threading
 from collections.abc import Callable
 
-from chute_sources import ChuteError, SharedMemoryError
-from chute_sources.internal import (
-    SHM_PREFIX,
-    owner_tag,
-    reclaim_orphaned_segments,
-    shm_dir,
-)
+from chute_core import ChuteError, SharedMemoryError
+from chute_core.internal import SHM_PREFIX, owner_tag, reclaim_orphaned_segments, shm_dir
 
 from ._chunk_plan import ChunkPlan
 from ._transport.pool import POOL, budget

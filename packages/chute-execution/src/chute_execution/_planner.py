@@ -24,7 +24,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from chute_sources import ErrorBudget, RandomAccessDataSource
+from chute_core import ErrorBudget, RandomAccessDataSource
 from chute_transforms import SkipErrorsIter
 
 from ._chunk_plan import ChunkPlan, StreamOp

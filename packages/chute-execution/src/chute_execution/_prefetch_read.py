@@ -8,10 +8,10 @@ import warnings
 import weakref
 from typing import Any, TypeVar
 
+from chute_core import DROPPED, IteratorState, RandomAccessDataSource
+from chute_core.internal import active_ledger, check_count, check_dataset, state_position
 from chute_samplers import IterNode
 from chute_samplers.internal import Span, read_span, reader_name
-from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
-from chute_sources.internal import active_ledger, check_count, check_dataset, state_position
 
 from ._read_options import ReadAheadWarning, ReadOptions, element_nbytes
 from ._thread_pool import ReadPool, Slot

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from chute_sources.internal import check_count
+from chute_core.internal import check_count
 
 __all__ = ["RayOptions"]
 

@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from chute_sources import ChuteError
+from chute_core import ChuteError
 
 from ._chunk_plan import ChunkPlan, ChunkResult
 from ._mp_prefetch import MultiprocessPrefetchIter

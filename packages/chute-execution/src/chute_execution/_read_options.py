@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from chute_sources.internal import check_count
+from chute_core.internal import check_count
 
 __all__ = ["DEFAULT_PREFETCH_BUFFER_BYTES", "ReadAheadWarning", "ReadOptions", "element_nbytes"]
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import cloudpickle
 
-from chute_sources import ChuteError
+from chute_core import ChuteError
 
 __all__ = ["ShippingError", "importable_in_workers", "ship", "unship"]
 

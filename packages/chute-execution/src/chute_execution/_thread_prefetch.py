@@ -5,9 +5,9 @@ from __future__ import annotations
 import weakref
 from typing import Any, TypeVar, cast
 
+from chute_core import CheckpointableIterator, IteratorState
+from chute_core.internal import check_count
 from chute_samplers import IterNode
-from chute_sources import CheckpointableIterator, IteratorState
-from chute_sources.internal import check_count
 
 from ._channel import ELEMENT, END, Channel
 

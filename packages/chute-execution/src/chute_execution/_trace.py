@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from chute_sources.internal import check_count
+from chute_core.internal import check_count
 
 __all__ = [
     "DEFAULT_MAX_EVENTS",

@@ -28,12 +28,8 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
-from chute_sources.internal import (
-    read_one_by_one,
-    reclaim_orphaned_segments,
-    release_owner,
-    remove_own_segments,
-)
+from chute_core.internal import reclaim_orphaned_segments, release_owner, remove_own_segments
+from chute_sources.internal import read_one_by_one
 
 from ._chunk_trace import ChunkTrace
 from ._shipping import unship

@@ -13,8 +13,8 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from chute_sources import ChuteError
-from chute_sources.internal import threads_quieted
+from chute_core import ChuteError
+from chute_core.internal import threads_quieted
 
 from ._fork_start import (
     GO,

@@ -141,7 +141,7 @@ class BrokenSource:
 
     def __getitem__(self, key: int) -> int:
         """Record `key`, or `CorruptRecordError` if it is broken."""
-        from chute_sources import CorruptRecordError
+        from chute_core import CorruptRecordError
 
         if key in self.broken:
             raise CorruptRecordError(f"record {key} does not decode")

@@ -7,19 +7,13 @@ from typing import TypeVar
 
 import numpy as np
 
-from chute_sources import (
+from chute_core import (
     CheckpointableIterator,
     InvalidStateError,
     IteratorState,
     RandomAccessDataSource,
 )
-from chute_sources.internal import (
-    check_dataset,
-    state_bool,
-    state_dict,
-    state_int,
-    state_parent,
-)
+from chute_core.internal import check_dataset, state_bool, state_dict, state_int, state_parent
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator

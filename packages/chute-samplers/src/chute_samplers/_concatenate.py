@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from chute_sources import CheckpointableIterator, IteratorState, RandomAccessDataSource
-from chute_sources.internal import (
+from chute_core import CheckpointableIterator, IteratorState, RandomAccessDataSource
+from chute_core.internal import (
     check_dataset,
     check_sequence,
     restore_all,

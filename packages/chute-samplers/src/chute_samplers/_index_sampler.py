@@ -16,8 +16,8 @@ from typing import SupportsIndex
 import numpy as np
 import numpy.typing as npt
 
-from chute_sources import IteratorState, RecordIndexError, RecordMetadata
-from chute_sources.internal import check_bool, check_int, check_seed, distinct, state_position
+from chute_core import IteratorState, RecordIndexError, RecordMetadata
+from chute_core.internal import check_bool, check_int, check_seed, distinct, state_position
 
 from ._iter_base import IterNode
 from ._permutation import MAX_SIZE, Permutation

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeAlias, TypeVar, cast
 
-from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState, JsonValue
-from chute_sources.internal import check_int, check_sequence, state_dict, state_int
+from chute_core import CheckpointableIterator, InvalidStateError, IteratorState, JsonValue
+from chute_core.internal import check_int, check_sequence, state_dict, state_int
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator

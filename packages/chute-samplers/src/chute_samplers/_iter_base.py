@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 from typing import Generic, TypeVar
 
-from chute_sources import IteratorState
+from chute_core import IteratorState
 
 __all__ = ["IterNode", "upstream_iterators"]
 
@@ -16,7 +16,7 @@ class IterNode(abc.ABC, Generic[T]):
     """A Python iterator whose position is a small JSON-serialisable dict.
 
     Subclasses implement `__next__`, `get_state` and `set_state` (the
-    `chute_sources.CheckpointableIterator` protocol). The contract: after
+    `chute_core.CheckpointableIterator` protocol). The contract: after
     `b.set_state(a.get_state())`, `b` yields exactly what `a` yields from there on,
     whatever `b` did before; `get_state` is cheap. An iterator is used by one thread at a
     time.
@@ -83,7 +83,7 @@ class IterNode(abc.ABC, Generic[T]):
         """Moves to the position `state` (from `get_state`) describes.
 
         Raises:
-            chute_sources.InvalidStateError: the state is malformed or out of range.
+            chute_core.InvalidStateError: the state is malformed or out of range.
         """
 
     def close(self) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
-from chute_sources.internal import check_int, state_dict, state_int, state_parent
+from chute_core import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_core.internal import check_int, state_dict, state_int, state_parent
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator

@@ -7,8 +7,8 @@ from typing import TypeVar
 
 import numpy as np
 
-from chute_sources import RandomAccessDataSource
-from chute_sources.internal import check_dataset, check_sequence, distinct
+from chute_core import RandomAccessDataSource
+from chute_core.internal import check_dataset, check_sequence, distinct
 
 from ._node import ENDLESS, EpochArray, MapNode, PositionArray, fetch
 from ._schedule import MixSchedule

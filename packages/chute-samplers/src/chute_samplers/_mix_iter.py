@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from chute_sources import CheckpointableIterator, IteratorState
-from chute_sources.internal import (
+from chute_core import CheckpointableIterator, IteratorState
+from chute_core.internal import (
     check_sequence,
     restore_all,
     state_bool,

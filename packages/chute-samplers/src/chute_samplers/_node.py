@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any, Generic, SupportsIndex, TypeAlias, TypeVa
 import numpy as np
 import numpy.typing as npt
 
-from chute_sources import DROPPED, RandomAccessDataSource, RecordIndexError, Source, read_records
+from chute_core import DROPPED, RandomAccessDataSource, RecordIndexError, read_records
+from chute_sources import Source
 
 if TYPE_CHECKING:
     from ._slice import SliceMap

@@ -33,8 +33,8 @@ from typing import SupportsIndex
 import numpy as np
 import numpy.typing as npt
 
-from chute_sources import RecordIndexError
-from chute_sources.internal import check_int, check_seed
+from chute_core import RecordIndexError
+from chute_core.internal import check_int, check_seed
 
 from ._hashing import hash_ints, mix64, mix64_array, tag
 

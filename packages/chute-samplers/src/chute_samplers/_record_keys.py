@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from chute_sources import InvalidArgumentError
+from chute_core import InvalidArgumentError
 
 from ._iter_base import upstream_iterators
 from ._node import EpochArray, MapNode, PositionArray

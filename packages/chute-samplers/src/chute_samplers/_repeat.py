@@ -6,8 +6,8 @@ from typing import TypeVar
 
 import numpy as np
 
-from chute_sources import LengthOverflowError, RandomAccessDataSource
-from chute_sources.internal import check_dataset, check_int
+from chute_core import LengthOverflowError, RandomAccessDataSource
+from chute_core.internal import check_dataset, check_int
 
 from ._node import (
     ENDLESS,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from typing import TypeVar
 
-from chute_sources import CheckpointableIterator, IteratorState
-from chute_sources.internal import check_optional_int, state_dict, state_int, state_parent
+from chute_core import CheckpointableIterator, IteratorState
+from chute_core.internal import check_optional_int, state_dict, state_int, state_parent
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 from numpy.random.bit_generator import ISpawnableSeedSequence
 
-from chute_sources.internal import check_int, check_seed
+from chute_core.internal import check_int, check_seed
 
 from ._hashing import MASK64, hash_ints, tag
 

@@ -29,7 +29,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from chute_sources.internal import check_weights
+from chute_core.internal import check_weights
 
 __all__ = ["MAX_PERIOD", "MixSchedule"]
 

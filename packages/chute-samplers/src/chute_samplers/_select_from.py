@@ -8,8 +8,8 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from chute_sources import RandomAccessDataSource
-from chute_sources.internal import check_dataset, check_sequence
+from chute_core import RandomAccessDataSource
+from chute_core.internal import check_dataset, check_sequence
 
 from ._mix import gather
 from ._node import EpochArray, MapNode, PositionArray

@@ -10,8 +10,8 @@ from typing import TypeVar
 
 import numpy as np
 
-from chute_sources import DROPPED, IteratorState, RandomAccessDataSource
-from chute_sources.internal import active_ledger, check_dataset, check_int, state_position
+from chute_core import DROPPED, IteratorState, RandomAccessDataSource
+from chute_core.internal import active_ledger, check_dataset, check_int, state_position
 
 from ._iter_base import IterNode
 from ._span import Span, read_span, reader_name

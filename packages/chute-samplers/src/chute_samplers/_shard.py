@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from chute_sources import RandomAccessDataSource
-from chute_sources.internal import check_bool, check_dataset, check_int
+from chute_core import RandomAccessDataSource
+from chute_core.internal import check_bool, check_dataset, check_int
 
 from ._node import EpochArray, MapNode, PositionArray, fetch, node_epoch_length
 from ._shard_options import ShardOptions

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from chute_sources.internal import check_bool, check_int
+from chute_core.internal import check_bool, check_int
 
 __all__ = ["NoSharding", "ShardOptions"]
 

@@ -6,8 +6,8 @@ from typing import TypeVar
 
 import numpy as np
 
-from chute_sources import RandomAccessDataSource
-from chute_sources.internal import check_dataset, check_seed, distinct
+from chute_core import RandomAccessDataSource
+from chute_core.internal import check_dataset, check_seed, distinct
 
 from ._node import EpochArray, MapNode, PositionArray, consecutive, fetch, node_epoch_length
 from ._permutation import Permutation

@@ -7,8 +7,8 @@ from typing import TypeVar
 
 import numpy as np
 
-from chute_sources import InvalidArgumentError, RandomAccessDataSource
-from chute_sources.internal import check_dataset, check_int
+from chute_core import InvalidArgumentError, RandomAccessDataSource
+from chute_core.internal import check_dataset, check_int
 
 from ._node import EpochArray, MapNode, PositionArray, fetch
 

@@ -14,8 +14,8 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from chute_sources import DROPPED, RandomAccessDataSource
-from chute_sources.internal import ErrorLedger
+from chute_core import DROPPED, RandomAccessDataSource
+from chute_core.internal import ErrorLedger
 
 from ._node import fetch
 

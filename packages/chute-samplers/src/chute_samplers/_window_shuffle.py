@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from typing import TypeVar
 
-from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
-from chute_sources.internal import check_int, check_seed, state_dict, state_int
+from chute_core import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_core.internal import check_int, check_seed, state_dict, state_int
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator

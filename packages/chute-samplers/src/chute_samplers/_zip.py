@@ -5,19 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from chute_sources import (
-    DROPPED,
-    CheckpointableIterator,
-    IteratorState,
-    RandomAccessDataSource,
-)
-from chute_sources.internal import (
-    check_dataset,
-    check_sequence,
-    restore_all,
-    state_dict,
-    state_dicts,
-)
+from chute_core import DROPPED, CheckpointableIterator, IteratorState, RandomAccessDataSource
+from chute_core.internal import check_dataset, check_sequence, restore_all, state_dict, state_dicts
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator

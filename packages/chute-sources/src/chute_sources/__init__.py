@@ -1,9 +1,10 @@
-"""chute's bottom layer: what a dataset is, and where records come from.
+"""chute's sources layer: where records come from.
 
-The protocols every later layer builds on (random access, checkpointable iterators,
-record metadata), chute's error types, the record codec, and the sources: range,
-in-memory sequence, shared memory, ArrayRecord, Parquet, NumPy, JSON Lines, image
-folders and data sets saved by Hugging Face `datasets`.
+The record codec and the sources: range, in-memory sequence, shared memory, ArrayRecord,
+Parquet, NumPy, JSON Lines, image folders and data sets saved by Hugging Face
+`datasets`, on local disk or in `s3://` / `gs://` buckets. The protocols, error types
+and pipeline description every layer builds on are `chute_core`'s; this package
+exports them too, so `chute_sources.ChuteError` and the like keep working.
 
 Example:
     >>> from chute_sources import RangeSource, read_records
@@ -14,50 +15,51 @@ Example:
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from chute_core import DROPPED as DROPPED
+from chute_core import ArgumentTypeError as ArgumentTypeError
+from chute_core import CheckpointableIterator as CheckpointableIterator
+from chute_core import ChuteError as ChuteError
+from chute_core import CorruptRecordError as CorruptRecordError
+from chute_core import ErrorBudget as ErrorBudget
+from chute_core import ErrorBudgetExceededError as ErrorBudgetExceededError
+from chute_core import InvalidArgumentError as InvalidArgumentError
+from chute_core import InvalidStateError as InvalidStateError
+from chute_core import IteratorState as IteratorState
+from chute_core import JsonValue as JsonValue
+from chute_core import LengthOverflowError as LengthOverflowError
+from chute_core import ObjectChangedError as ObjectChangedError
+from chute_core import ObjectStorageCredentialsError as ObjectStorageCredentialsError
+from chute_core import ObjectStorageError as ObjectStorageError
+from chute_core import ObjectStoragePermissionError as ObjectStoragePermissionError
+from chute_core import ObjectStorageReadError as ObjectStorageReadError
+from chute_core import PipelineDescription as PipelineDescription
+from chute_core import PipelineStage as PipelineStage
+from chute_core import RandomAccessDataSource as RandomAccessDataSource
+from chute_core import RecordCodecError as RecordCodecError
+from chute_core import RecordIndexError as RecordIndexError
+from chute_core import RecordKeyTypeError as RecordKeyTypeError
+from chute_core import RecordMetadata as RecordMetadata
+from chute_core import SharedMemoryError as SharedMemoryError
+from chute_core import SkippedElement as SkippedElement
+from chute_core import SourceClosedError as SourceClosedError
+from chute_core import SourceFileError as SourceFileError
+from chute_core import SourceFileNotFoundError as SourceFileNotFoundError
+from chute_core import StageTraits as StageTraits
+from chute_core import SupportsGetItems as SupportsGetItems
+from chute_core import declare_stage as declare_stage
+from chute_core import declared_stages as declared_stages
+from chute_core import is_declared as is_declared
+from chute_core import read_records as read_records
+from chute_core import stage_traits as stage_traits
+
 from ._base import Source as Source
 from ._codec import decode_record as decode_record
 from ._codec import encode_record as encode_record
 from ._codec import is_encoded_record as is_encoded_record
 from ._conversion_manifest import IncompleteShardsWarning as IncompleteShardsWarning
-from ._error_budget import ErrorBudget as ErrorBudget
-from ._error_budget import SkippedElement as SkippedElement
-from ._errors import ArgumentTypeError as ArgumentTypeError
-from ._errors import ChuteError as ChuteError
-from ._errors import CorruptRecordError as CorruptRecordError
-from ._errors import ErrorBudgetExceededError as ErrorBudgetExceededError
-from ._errors import InvalidArgumentError as InvalidArgumentError
-from ._errors import InvalidStateError as InvalidStateError
-from ._errors import LengthOverflowError as LengthOverflowError
-from ._errors import ObjectChangedError as ObjectChangedError
-from ._errors import ObjectStorageCredentialsError as ObjectStorageCredentialsError
-from ._errors import ObjectStorageError as ObjectStorageError
-from ._errors import ObjectStoragePermissionError as ObjectStoragePermissionError
-from ._errors import ObjectStorageReadError as ObjectStorageReadError
-from ._errors import RecordCodecError as RecordCodecError
-from ._errors import RecordIndexError as RecordIndexError
-from ._errors import RecordKeyTypeError as RecordKeyTypeError
-from ._errors import SharedMemoryError as SharedMemoryError
-from ._errors import SourceClosedError as SourceClosedError
-from ._errors import SourceFileError as SourceFileError
-from ._errors import SourceFileNotFoundError as SourceFileNotFoundError
 from ._image_folder import ImageFolderSource as ImageFolderSource
 from ._json_lines import JsonLinesSource as JsonLinesSource
-from ._metadata import DROPPED as DROPPED
-from ._metadata import RecordMetadata as RecordMetadata
 from ._numpy import NumpySource as NumpySource
-from ._pipeline import PipelineDescription as PipelineDescription
-from ._pipeline import PipelineStage as PipelineStage
-from ._pipeline import StageTraits as StageTraits
-from ._pipeline import declare_stage as declare_stage
-from ._pipeline import declared_stages as declared_stages
-from ._pipeline import is_declared as is_declared
-from ._pipeline import stage_traits as stage_traits
-from ._protocols import CheckpointableIterator as CheckpointableIterator
-from ._protocols import IteratorState as IteratorState
-from ._protocols import JsonValue as JsonValue
-from ._protocols import RandomAccessDataSource as RandomAccessDataSource
-from ._protocols import SupportsGetItems as SupportsGetItems
-from ._protocols import read_records as read_records
 from ._range import RangeSource as RangeSource
 from ._remote._api import delete_object as delete_object
 from ._remote._api import list_objects as list_objects

@@ -13,14 +13,13 @@ from typing import Any, Literal
 import numpy as np
 from array_record.python.array_record_module import ArrayRecordReader
 
+from chute_core import SourceFileError, SourceFileNotFoundError
+from chute_core.internal import check_bool, distinct, map_in_fork
+
 from ._array_record_remote import RemoteShards
 from ._base import Source
-from ._checks import check_bool
 from ._codec import MAGIC, decode_record
 from ._conversion_manifest import check_conversions_finished
-from ._distinct import distinct
-from ._errors import SourceFileError, SourceFileNotFoundError
-from ._fork import map_in_fork
 from ._paths import PathLike, display_paths, expand_paths
 from ._record_errors import located
 from ._remote._client import ObjectInfo, client_for

@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ._errors import SourceFileError
+from chute_core import SourceFileError
+
 from ._remote._cache import ShardCache
 from ._remote._client import ObjectInfo, client_for
 from ._remote._options import StorageOptions

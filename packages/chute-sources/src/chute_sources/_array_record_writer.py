@@ -9,9 +9,10 @@ from typing import Any
 
 from array_record.python.array_record_module import ArrayRecordWriter
 
-from ._checks import check_int
+from chute_core import RecordCodecError
+from chute_core.internal import check_int
+
 from ._codec import encode_record
-from ._errors import RecordCodecError
 from ._paths import PathLike
 
 __all__ = ["shard_paths", "write_array_record"]

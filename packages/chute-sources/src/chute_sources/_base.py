@@ -9,7 +9,8 @@ from typing import Any, Generic, Self, SupportsIndex, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import SourceClosedError
+from chute_core import SourceClosedError
+
 from ._keys import normalize_key, normalize_keys
 
 __all__ = ["Source"]

@@ -45,7 +45,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from ._errors import CorruptRecordError, RecordCodecError
+from chute_core import CorruptRecordError, RecordCodecError
 
 __all__ = [
     "HEADER_LIMIT_ENV",

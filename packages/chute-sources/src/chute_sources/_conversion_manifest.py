@@ -23,7 +23,8 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
-from ._errors import SourceFileError, SourceFileNotFoundError
+from chute_core import SourceFileError, SourceFileNotFoundError
+
 from ._remote._api import read_object
 from ._remote._urls import is_object_url
 

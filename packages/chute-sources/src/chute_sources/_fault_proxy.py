@@ -28,7 +28,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Self
 
-from ._errors import InvalidArgumentError
+from chute_core import InvalidArgumentError
 
 __all__ = ["FaultProxy", "ProxiedRequest"]
 

@@ -17,8 +17,9 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from chute_core import CorruptRecordError, SourceFileError
+
 from ._base import Source
-from ._errors import CorruptRecordError, SourceFileError
 from ._hf_disk_layout import OWNER, ArrowFile, find_saved_dataset, open_arrow_file
 from ._parquet_index import arrow_indices, check_columns, table_rows
 from ._record_errors import located

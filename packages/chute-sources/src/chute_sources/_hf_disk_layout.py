@@ -15,11 +15,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from ._errors import (
-    InvalidArgumentError,
-    SourceFileError,
-    SourceFileNotFoundError,
-)
+from chute_core import InvalidArgumentError, SourceFileError, SourceFileNotFoundError
 
 __all__ = ["ArrowFile", "SavedDataset", "find_saved_dataset", "open_arrow_file"]
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from chute_core import CorruptRecordError, SourceFileError, SourceFileNotFoundError
+
 from ._base import Source
-from ._errors import CorruptRecordError, SourceFileError, SourceFileNotFoundError
 
 __all__ = ["ImageFolderSource"]
 

@@ -21,8 +21,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from chute_core import CorruptRecordError, SourceFileError, SourceFileNotFoundError
+
 from ._base import Source
-from ._errors import CorruptRecordError, SourceFileError, SourceFileNotFoundError
 from ._json_lines_remote import RemoteFiles
 from ._remote._options import StorageOptions
 from ._remote._urls import is_object_url, local_path

@@ -9,7 +9,7 @@ from typing import SupportsIndex
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import RecordIndexError, RecordKeyTypeError
+from chute_core import RecordIndexError, RecordKeyTypeError
 
 __all__ = ["normalize_key", "normalize_keys"]
 

@@ -31,7 +31,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, ClassVar, Self
 
-from ._errors import ChuteError
+from chute_core import ChuteError
+
 from ._loopback_serve import parse_ready_line
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from typing import IO, Any
 import numpy as np
 from numpy.lib import format as npy_format
 
-from ._errors import SourceFileError
+from chute_core import SourceFileError
 
 __all__ = ["FIX", "MAX_HEADER_SIZE", "NpyHeader", "check_header", "read_header"]
 

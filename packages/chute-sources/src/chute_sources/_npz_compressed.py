@@ -21,7 +21,8 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import SourceFileError
+from chute_core import SourceFileError
+
 from ._npy_header import FIX, NpyHeader, check_header, read_header
 
 __all__ = ["CompressedMember"]

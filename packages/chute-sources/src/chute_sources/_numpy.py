@@ -24,8 +24,9 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib import format as npy_format
 
+from chute_core import SourceFileError, SourceFileNotFoundError
+
 from ._base import Source
-from ._errors import SourceFileError, SourceFileNotFoundError
 from ._npy_header import FIX, check_header, read_header
 from ._npz_compressed import CompressedMember
 from ._numpy_remote import RemoteNpy

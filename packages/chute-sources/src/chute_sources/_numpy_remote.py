@@ -27,7 +27,8 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib import format as npy_format
 
-from ._errors import SourceFileError
+from chute_core import SourceFileError
+
 from ._npy_header import FIX, MAX_HEADER_SIZE, NpyHeader, check_header, read_header
 from ._remote._client import ObjectInfo, client_for
 from ._remote._options import StorageOptions

@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from chute_core import CorruptRecordError
+from chute_core.internal import check_int
+
 from ._base import Source
-from ._checks import check_int
-from ._errors import CorruptRecordError
 from ._parquet_index import (
     ParquetIndex,
     ParquetPaths,

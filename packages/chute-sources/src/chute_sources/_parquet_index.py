@@ -17,7 +17,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._errors import ChuteError, CorruptRecordError, SourceFileError, SourceFileNotFoundError
+from chute_core import ChuteError, CorruptRecordError, SourceFileError, SourceFileNotFoundError
+
 from ._parquet_remote import RemoteParquetFiles
 from ._paths import expand_paths
 from ._remote._expand import expand_url

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Self
 
-from ._checks import check_int
-from ._errors import InvalidStateError, SourceClosedError
+from chute_core import InvalidStateError, IteratorState, SourceClosedError
+from chute_core.internal import check_int
+
 from ._parquet_index import ParquetIndex, ParquetPaths, ParquetRecord, table_rows
 from ._paths import display_paths
-from ._protocols import IteratorState
 from ._remote._options import StorageOptions
 
 __all__ = ["ParquetStream"]

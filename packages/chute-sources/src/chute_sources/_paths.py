@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ._errors import SourceFileNotFoundError
+from chute_core import SourceFileNotFoundError
 
 __all__ = ["PathLike", "ShortRepr", "display_paths", "expand_paths"]
 

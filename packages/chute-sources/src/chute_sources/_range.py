@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from chute_core import InvalidArgumentError, LengthOverflowError
+from chute_core.internal import check_int
+
 from ._base import Source
-from ._checks import check_int
-from ._errors import InvalidArgumentError, LengthOverflowError
 
 _VECTOR_LIMIT = 2**31
 """Ranges whose bounds stay below this are read with NumPy (int64 cannot overflow)."""

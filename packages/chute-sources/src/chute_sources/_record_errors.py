@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._errors import CorruptRecordError
+from chute_core import CorruptRecordError
 
 __all__ = ["located"]
 

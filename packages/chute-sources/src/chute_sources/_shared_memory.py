@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from chute_core import SharedMemoryError, SourceClosedError
+from chute_core.internal import create_segment_file, no_space_error
+
 from ._base import Source
 from ._codec import decode_record, encode_record
-from ._errors import SharedMemoryError, SourceClosedError
-from ._shm import create_segment_file, no_space_error
 
 __all__ = ["SharedMemorySource"]
 

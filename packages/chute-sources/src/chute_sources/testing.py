@@ -24,10 +24,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from chute_core import CheckpointableIterator, IteratorState
+
 from ._fault_proxy import FaultProxy, ProxiedRequest
 from ._loopback import LoopbackS3, LoopbackServerError, _LoopbackServer
 from ._loopback_gcs import LoopbackGCS
-from ._protocols import CheckpointableIterator, IteratorState
 
 __all__ = [
     "FaultProxy",
@@ -214,7 +215,7 @@ def assert_resumes(
         The elements of the uninterrupted run.
 
     Example:
-        >>> from chute_sources._protocols import IteratorState
+        >>> from chute_core._protocols import IteratorState
         >>> class Count:
         ...     def __init__(self): self.i = 0
         ...     def __iter__(self): return self

@@ -5,9 +5,9 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any, Self
 
+from chute_core import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_core.internal import state_dict, state_int, state_parent
 from chute_samplers import IterNode
-from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
-from chute_sources.internal import state_dict, state_int, state_parent
 
 from ._batch import BatchFn
 from ._batch_tree import make_batch, unbatch_elements

@@ -9,9 +9,9 @@ from typing import Any, Self
 
 import numpy.typing as npt
 
+from chute_core import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_core.internal import check_int, state_dict, state_int, state_parent
 from chute_samplers import IterNode
-from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
-from chute_sources.internal import check_int, state_dict, state_int, state_parent
 
 from ._errors import PackingError
 from ._packing import (

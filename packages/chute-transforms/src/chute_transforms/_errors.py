@@ -1,12 +1,12 @@
 """The error types of the transforms layer.
 
-Each derives from `chute_sources.ChuteError` and from the built-in exception that means
+Each derives from `chute_core.ChuteError` and from the built-in exception that means
 the same thing, so `except ValueError` / `except TypeError` keep working.
 """
 
 from __future__ import annotations
 
-from chute_sources import ChuteError
+from chute_core import ChuteError
 
 __all__ = ["BatchError", "PackingError", "TransformTypeError"]
 

@@ -24,10 +24,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from chute_core import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_core.internal import active_ledger, state_dict, state_int, state_parent
 from chute_samplers import IterNode, record_rng
 from chute_samplers.internal import origin_key
-from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
-from chute_sources.internal import active_ledger, state_dict, state_int, state_parent
 
 from ._adapters import (
     as_filter_fn,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from chute_core import DROPPED, CheckpointableIterator
 from chute_samplers import EpochArray, PositionArray, fetch, record_keys
-from chute_sources import DROPPED, CheckpointableIterator
 
 from ._adapters import as_map_with_index_fn
 from ._iter_ops import _StreamOp

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from chute_core import DROPPED, RandomAccessDataSource
 from chute_samplers import (
     EpochArray,
     MapNode,
@@ -26,7 +27,6 @@ from chute_samplers import (
     record_rng,
     record_rngs,
 )
-from chute_sources import DROPPED, RandomAccessDataSource
 
 from ._adapters import (
     as_filter_fn,

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from chute_core import DROPPED, RandomAccessDataSource
+from chute_core.internal import check_int
 from chute_samplers import EpochArray, PositionArray, fetch
 from chute_samplers.internal import consecutive
-from chute_sources import DROPPED, RandomAccessDataSource
-from chute_sources.internal import check_int
 
 from ._adapters import as_flat_map_fn
 from ._batch import BatchFn, batch_elements

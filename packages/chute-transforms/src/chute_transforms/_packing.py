@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from chute_sources.internal import check_int
+from chute_core.internal import check_int
 
 from ._errors import PackingError
 

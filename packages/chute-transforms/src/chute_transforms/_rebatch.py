@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from chute_core import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_core.internal import check_bool, check_int, state_dict, state_int, state_parent
 from chute_samplers import IterNode
-from chute_sources import CheckpointableIterator, InvalidStateError, IteratorState
-from chute_sources.internal import check_bool, check_int, state_dict, state_int, state_parent
 
 from ._batch_slices import batch_rows, concat_batches, slice_batch
 from ._errors import BatchError

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from chute_core import InvalidArgumentError
 from chute_samplers import EpochArray, PositionArray, reader_dataset, record_keys, record_rng
-from chute_sources import InvalidArgumentError
 
 __all__ = ["KEY_KINDS", "OriginRecords", "check_key_kind", "record_key_rngs"]
 

@@ -5,15 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from chute_core import CheckpointableIterator, ErrorBudget, IteratorState, SkippedElement
+from chute_core.internal import ErrorLedger, ledger_scope, state_dict, state_parent
 from chute_samplers import IterNode
-from chute_sources import CheckpointableIterator, ErrorBudget, IteratorState
-from chute_sources.internal import (
-    ErrorLedger,
-    SkippedElement,
-    ledger_scope,
-    state_dict,
-    state_parent,
-)
 
 __all__ = ["SkipErrorsIter"]
 

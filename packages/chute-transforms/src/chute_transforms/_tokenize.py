@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from chute_sources.internal import check_bool
+from chute_core.internal import check_bool
 
 from ._transforms import MapTransform
 

@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from chute_sources.internal import check_bool, check_int
+from chute_core.internal import check_bool, check_int
 
 from ._batch import BatchFn
 

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from chute_core import DROPPED, RandomAccessDataSource
+from chute_core.internal import check_dataset
 from chute_samplers import EpochArray, MapNode, PositionArray, fetch
-from chute_sources import DROPPED, RandomAccessDataSource
-from chute_sources.internal import check_dataset
 
 from ._batch_slices import batch_rows
 from ._batch_tree import unbatch_elements

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Generic, Self, TypeVar
 
-from chute_sources import InvalidStateError, IteratorState
-from chute_sources.internal import state_dict, state_int
+from chute_core import InvalidStateError, IteratorState
+from chute_core.internal import state_dict, state_int
 
 __all__ = ["ListIterator"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from chute_sources import ArgumentTypeError
+from chute_core import ArgumentTypeError
 from chute_transforms import (
     BatchTransform,
     FilterTransform,

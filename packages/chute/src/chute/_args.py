@@ -1,6 +1,6 @@
 """Argument checks of the fluent API: every argument is checked when a stage is declared.
 
-The rule is the lowest layer's (`chute_sources._checks.check_int`, used by every node):
+The rule is the lowest layer's (`chute_core._checks.check_int`, used by every node):
 integers are Python or NumPy integers, never bools, and index-sized; weights are
 positive finite numbers. Errors are `chute.ArgumentTypeError` (a `TypeError`) and
 `chute.InvalidArgumentError` (a `ValueError`) naming the method and the argument, so a
@@ -9,7 +9,7 @@ bad pipeline fails where it is written, not when it is first iterated.
 
 from __future__ import annotations
 
-from chute_sources.internal import check_int, check_optional_int, check_seed, check_weights
+from chute_core.internal import check_int, check_optional_int, check_seed, check_weights
 
 __all__ = [
     "check_chunk_size",

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from chute_checkpoint import PIPELINE_ATTRIBUTE
-from chute_sources import PipelineDescription
+from chute_core import PipelineDescription
 
 from ._pipeline import Stage
 

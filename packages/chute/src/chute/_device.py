@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from chute_core import CheckpointableIterator
 from chute_device import DevicePutIter
-from chute_sources import CheckpointableIterator
 
 __all__ = ["device_put_op"]
 

@@ -1,7 +1,7 @@
 """The factories behind `IterDataset`: each builds a fresh iterator chain, and says its stages.
 
 A dataset is its last factory. Each factory holds its parent(s) and its own stage (the
-`chute_sources.PipelineStage` that `print`, checkpoints and the planner read), so the
+`chute_core.PipelineStage` that `print`, checkpoints and the planner read), so the
 pipeline's description is derived from the one chain that also builds it: there is no
 second copy to keep in step. Worker processes receive what the planner cuts from the
 chain, so factories hold classes, functions and arguments, never lambdas of ours.
@@ -14,6 +14,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from chute_core import CheckpointableIterator, ErrorBudget, RandomAccessDataSource
 from chute_execution import (
     BatchSpec,
     MultiprocessingOptions,
@@ -25,7 +26,6 @@ from chute_execution import (
     plan_workers,
 )
 from chute_samplers import InterleaveIter, MixIter, SequentialIter
-from chute_sources import CheckpointableIterator, ErrorBudget, RandomAccessDataSource
 from chute_transforms import BatchIter, SkipErrorsIter
 
 from ._pipeline import Stage

@@ -9,9 +9,9 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import numpy as np
 
+from chute_core import CheckpointableIterator, ErrorBudget
 from chute_execution import ThreadPrefetchIter, TraceOptions, TraceRecorder, tracing
 from chute_samplers import IterNode, WindowShuffleIter
-from chute_sources import CheckpointableIterator, ErrorBudget
 from chute_transforms import (
     BatchFn,
     BatchIter,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from chute_sources import ArgumentTypeError, InvalidArgumentError
+from chute_core import ArgumentTypeError, InvalidArgumentError
 from chute_transforms import BestFitPackIter, ConcatSplitIter, FirstFitPackIter, PackedRow
 
 from ._args import check_int, check_optional_int

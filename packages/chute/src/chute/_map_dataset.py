@@ -16,6 +16,7 @@ from typing import (
 
 import numpy as np
 
+from chute_core import RandomAccessDataSource
 from chute_execution import ReadOptions
 from chute_samplers import (
     MixMap,
@@ -26,7 +27,7 @@ from chute_samplers import (
     ShuffleMap,
     SliceMap,
 )
-from chute_sources import RandomAccessDataSource, RangeSource, SequenceSource
+from chute_sources import RangeSource, SequenceSource
 from chute_transforms import (
     BatchFn,
     BatchMap,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from chute_core import RandomAccessDataSource
 from chute_samplers import CacheMap, ConcatenateMap, SliceMap, ZipMap
-from chute_sources import RandomAccessDataSource
 from chute_transforms import MapWithKeyMap, UnbatchMap
 
 from ._apply import apply_transforms

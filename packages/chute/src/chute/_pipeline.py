@@ -1,6 +1,6 @@
 """What the fluent datasets remember about themselves: their stages, and seeds.
 
-A dataset's pipeline is a tuple of `chute_sources.PipelineStage`s (`Stage` here), the
+A dataset's pipeline is a tuple of `chute_core.PipelineStage`s (`Stage` here), the
 one description every layer reads: `print(ds)` renders it, checkpoints fingerprint it,
 resharding and the worker planner read the traits each op declares. The fluent ops'
 traits are declared below, once, by this package that owns the ops.
@@ -13,15 +13,15 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from chute_sources import (
+from chute_core import (
     InvalidArgumentError,
     PipelineDescription,
     PipelineStage,
-    Source,
     StageTraits,
     declare_stage,
 )
-from chute_sources.internal import check_int, check_seed
+from chute_core.internal import check_int, check_seed
+from chute_sources import Source
 
 __all__ = [
     "Stage",

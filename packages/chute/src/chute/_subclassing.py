@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from chute_core import CheckpointableIterator
 from chute_samplers import IterNode
-from chute_sources import CheckpointableIterator
 
 __all__ = ["DatasetIterator", "SubclassRecords", "parent_seed", "parents_of", "subclass_iterator"]
 

@@ -28,7 +28,7 @@ from chute_checkpoint import (
     restore,
     validate_document,
 )
-from chute_sources import InvalidStateError
+from chute_core import InvalidStateError
 
 _WORKERS = chute.MultiprocessingOptions(num_workers=0)
 MAX_PROCESS_COUNT = 1_000_000  # The bound on process counts (chute_checkpoint._format).

@@ -18,8 +18,8 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 
+from chute_core.internal import SHM_PREFIX, reclaim_orphaned_segments, shm_dir
 from chute_execution.testing import ANSWER_CTRL_C
-from chute_sources.internal import SHM_PREFIX, reclaim_orphaned_segments, shm_dir
 
 BOUND = 10.0  # Seconds within which each outcome must happen; generous, not a speed check.
 STARTUP = 60.0  # Seconds a subprocess may take to import chute and start its workers.

@@ -165,7 +165,7 @@ def test_the_plan_runs_chunks_with_origins():
 
 
 def _segments():
-    from chute_sources.internal import SHM_PREFIX, shm_dir
+    from chute_core.internal import SHM_PREFIX, shm_dir
 
     return {name for name in os.listdir(shm_dir()) if name.startswith(SHM_PREFIX)}
 

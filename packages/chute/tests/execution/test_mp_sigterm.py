@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import chute
+from chute_core import SharedMemoryError
+from chute_core.internal import shm_dir
 from chute_execution import MultiprocessingOptions, WorkerDiedError
-from chute_sources import SharedMemoryError
-from chute_sources.internal import shm_dir
 
 SETTLE_SECONDS = 10.0  # A bound for terminated workers to exit, not a speed check.
 

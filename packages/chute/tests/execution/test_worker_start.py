@@ -277,7 +277,7 @@ for pid in pids:
     os.kill(pid, signal.SIGTERM)
 for w in workers:
     w.join(10)
-from chute_sources.internal import shm_dir
+from chute_core.internal import shm_dir
 left = [n for n in os.listdir(shm_dir()) if n.startswith(tuple(f"chute-{p}-" for p in pids))]
 report(consumer=os.getpid(), starts=STARTS, parent=first[0], alive=alive_after_sigint,
        codes=[w.exitcode for w in workers], left=left)

@@ -21,7 +21,7 @@ Lifetimes: slabs are owner-only (0600) files in `/dev/shm` whose names carry the
 process's id and start time. The worker unlinks them on `close()`, at garbage collection
 and at exit. A worker killed by a signal cannot: then the consumer unlinks the slabs it
 has seen (`SlabReader.forget_process`), and the next chute process that creates shared
-memory reclaims any other (`chute_sources._shm.reclaim_orphaned_segments`, once the dead
+memory reclaims any other (`chute_core._shm.reclaim_orphaned_segments`, once the dead
 worker has been reaped).
 
 `serve_writes` is the smallest worker loop over one connection: the tests and benchmarks

@@ -43,8 +43,8 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 
-from chute_sources import ChuteError
-from chute_sources.internal import (
+from chute_core import ChuteError
+from chute_core.internal import (
     SHM_PREFIX,
     new_segment_path,
     owner_tag,

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from chute_sources import SharedMemoryError
-from chute_sources.internal import SHM_PREFIX, create_segment_file, no_space_error, shm_dir
+from chute_core import SharedMemoryError
+from chute_core.internal import SHM_PREFIX, create_segment_file, no_space_error, shm_dir
 
 __all__ = ["Slab", "slab_path", "unlink_quietly"]
 

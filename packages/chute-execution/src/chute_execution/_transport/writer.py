@@ -13,8 +13,8 @@ from multiprocessing.util import Finalize
 
 import numpy as np
 
-from chute_sources import SharedMemoryError
-from chute_sources.internal import SHM_PREFIX, check_count, new_segment_path
+from chute_core import SharedMemoryError
+from chute_core.internal import SHM_PREFIX, check_count, new_segment_path
 
 from .arena import SlabArena
 from .codec import SlabMessage, Span, dumps, layout

@@ -19,7 +19,7 @@ import os
 import secrets
 import time
 
-from .._errors import SourceFileError
+from chute_core import SourceFileError
 
 __all__ = [
     "holds",

@@ -18,7 +18,8 @@ import json
 import os
 from typing import Any, BinaryIO
 
-from .._errors import ObjectChangedError
+from chute_core import ObjectChangedError
+
 from ._client import ObjectInfo
 
 __all__ = ["EntryRecord", "HashingWriter", "Stamp", "read_record", "sha256_of", "stamp_of"]

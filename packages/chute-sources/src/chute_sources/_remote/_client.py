@@ -15,7 +15,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from .._errors import ObjectStorageError, SourceFileNotFoundError
+from chute_core import ObjectStorageError, SourceFileNotFoundError
+
 from ._listing import StorePages, list_folder
 from ._options import StorageOptions
 from ._retry import Request, translate, with_retries

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from .._errors import SourceFileNotFoundError
+from chute_core import SourceFileNotFoundError
+
 from ._client import ObjectInfo, client_for
 from ._keys import key_problem
 from ._options import StorageOptions

@@ -20,7 +20,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from .._errors import ObjectStorageError, SourceFileNotFoundError
+from chute_core import ObjectStorageError, SourceFileNotFoundError
+
 from ._keys import key_problem, keys_in_error, problem_folder, problem_kind, skip_offset
 from ._options import StorageOptions
 from ._retry import Request, with_retries

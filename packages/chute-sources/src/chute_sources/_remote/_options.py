@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from .._errors import InvalidArgumentError
+from chute_core import InvalidArgumentError
 
 __all__ = ["DEFAULT_CACHE_BYTES", "StorageOptions", "default_cache_dir"]
 

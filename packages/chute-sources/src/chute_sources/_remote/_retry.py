@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from .._errors import (
+from chute_core import (
     ObjectChangedError,
     ObjectStorageCredentialsError,
     ObjectStorageError,
@@ -16,6 +16,7 @@ from .._errors import (
     ObjectStorageReadError,
     SourceFileNotFoundError,
 )
+
 from ._options import StorageOptions
 
 __all__ = ["Request", "backoff_delay", "is_transient", "translate", "with_retries"]

@@ -6,7 +6,8 @@ import dataclasses
 import re
 from typing import Any
 
-from .._errors import InvalidArgumentError
+from chute_core import InvalidArgumentError
+
 from ._keys import key_problem
 
 __all__ = ["ObjectUrl", "is_object_url", "local_path", "parse_object_url"]

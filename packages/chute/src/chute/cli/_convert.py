@@ -328,7 +328,8 @@ def _shard_intact(path: str, entry: dict[str, Any]) -> bool:
 
 
 def _encoded(opened: Input, start: int, stop: int, bar: Any) -> Iterator[bytes]:
-    from chute_sources import RecordCodecError, encode_record
+    from chute_core import RecordCodecError
+    from chute_sources import encode_record
 
     for first in range(start, stop, _CHUNK):
         keys = range(first, min(stop, first + _CHUNK))

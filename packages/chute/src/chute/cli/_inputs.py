@@ -21,12 +21,11 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from chute_core import ChuteError, SourceFileNotFoundError
 from chute_sources import (
-    ChuteError,
     ImageFolderSource,
     IncompleteShardsWarning,
     JsonLinesSource,
-    SourceFileNotFoundError,
     is_object_url,
     object_info,
 )

@@ -15,7 +15,8 @@ import json
 import os
 from typing import Any
 
-from chute_sources import SourceFileNotFoundError, is_object_url, read_object, write_object
+from chute_core import SourceFileNotFoundError
+from chute_sources import is_object_url, read_object, write_object
 from chute_sources.internal import MANIFEST_SUFFIX, MANIFEST_VERSION
 
 from ._common import usage_error

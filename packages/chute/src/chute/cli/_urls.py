@@ -13,13 +13,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from chute_sources import (
-    SourceFileNotFoundError,
-    is_object_url,
-    list_objects,
-    object_info,
-    write_object,
-)
+from chute_core import SourceFileNotFoundError
+from chute_sources import is_object_url, list_objects, object_info, write_object
 
 from ._common import usage_error
 

@@ -22,8 +22,8 @@ Example:
 
 from __future__ import annotations
 
+from chute_core import RecordMetadata
 from chute_execution import MultiprocessingOptions, ReadOptions
-from chute_sources import RecordMetadata
 
 from .._data_loader import DataLoader
 from .._iter_dataset import IterDataset

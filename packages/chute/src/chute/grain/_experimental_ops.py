@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from chute_sources import InvalidArgumentError
+from chute_core import InvalidArgumentError
 from chute_sources.testing import assert_resumes
 from chute_transforms import batch_elements
 

@@ -17,9 +17,9 @@ from typing import Any, SupportsIndex
 
 import numpy as np
 
+from chute_core import RecordMetadata
 from chute_execution import DataLoader, ReadOptions
 from chute_samplers import IndexSampler, NoSharding, ShardOptions
-from chute_sources import RecordMetadata
 from chute_transforms import BatchTransform, FilterTransform, MapTransform, RandomMapTransform
 
 __all__ = [

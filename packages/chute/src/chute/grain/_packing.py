@@ -6,7 +6,7 @@ import enum
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from chute_sources import InvalidArgumentError
+from chute_core import InvalidArgumentError
 
 __all__ = [
     "BOSHandling",

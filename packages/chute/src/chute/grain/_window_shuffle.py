@@ -7,7 +7,7 @@ from typing import Any, SupportsIndex
 
 import numpy as np
 
-from chute_sources.internal import check_int, check_seed
+from chute_core.internal import check_int, check_seed
 
 __all__ = ["WindowShuffleMapDataset"]
 

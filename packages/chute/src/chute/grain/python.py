@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from chute_core import RandomAccessDataSource, RecordMetadata
 from chute_execution import MultiprocessingOptions, ReadOptions
 from chute_samplers import IndexSampler, IterNode, NoSharding, ShardOptions
-from chute_sources import RandomAccessDataSource, RecordMetadata
 from chute_transforms import BatchTransform as Batch
 from chute_transforms import (
     FilterTransform,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from chute_core import RecordMetadata
 from chute_samplers import IndexSampler
-from chute_sources import RecordMetadata
 
 from ._legacy import SequentialSampler
 

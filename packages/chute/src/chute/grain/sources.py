@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from chute_sources import RandomAccessDataSource
+from chute_core import RandomAccessDataSource
 from chute_sources import RangeSource as RangeDataSource
 from chute_sources import SharedMemorySource as SharedMemoryDataSource
 

@@ -42,13 +42,14 @@ class ChuteError(Exception):
 class RecordIndexError(ChuteError, IndexError):
     """A record key outside `[-len(source), len(source))`.
 
+    Raised by `chute_sources`' sources (e.g. `RangeSource(3)[5]`); an `IndexError` too.
+
     Example:
-        >>> from chute_sources import RangeSource
         >>> try:
-        ...     RangeSource(3)[5]
-        ... except RecordIndexError as error:
-        ...     print(type(error).__name__, isinstance(error, IndexError))
-        RecordIndexError True
+        ...     raise RecordIndexError("RangeSource(3): key 5 is out of range [-3, 3).")
+        ... except IndexError as error:
+        ...     print(type(error).__name__)
+        RecordIndexError
     """
 
 
@@ -73,39 +74,33 @@ class SourceFileError(ChuteError, OSError):
 class SourceFileNotFoundError(SourceFileError, FileNotFoundError):
     """A path or glob that names no file.
 
+    Raised by `chute_sources`' file sources; a `FileNotFoundError` too.
+
     Example:
-        >>> from chute_sources import ArrayRecordSource
-        >>> try:
-        ...     ArrayRecordSource("/no/such/file.array_record")
-        ... except FileNotFoundError as error:
-        ...     print(type(error).__name__)
-        SourceFileNotFoundError
+        >>> issubclass(SourceFileNotFoundError, (SourceFileError, FileNotFoundError))
+        True
     """
 
 
 class CorruptRecordError(ChuteError, ValueError):
     """A record whose bytes do not decode (truncated, corrupt, or not chute's codec).
 
+    Raised by `chute_sources.decode_record` and the sources that decode; a `ValueError`.
+
     Example:
-        >>> from chute_sources import decode_record
-        >>> try:
-        ...     decode_record(b"not a record")
-        ... except CorruptRecordError:
-        ...     print("corrupt")
-        corrupt
+        >>> issubclass(CorruptRecordError, ValueError)
+        True
     """
 
 
 class RecordCodecError(ChuteError, TypeError):
     """A value the record codec cannot encode (object arrays, unsupported types, ...).
 
+    Raised by `chute_sources.encode_record`; a `TypeError` too.
+
     Example:
-        >>> from chute_sources import encode_record
-        >>> try:
-        ...     encode_record({"when": object()})
-        ... except RecordCodecError as error:
-        ...     print(str(error).split(":")[0])
-        record['when']
+        >>> issubclass(RecordCodecError, TypeError)
+        True
     """
 
 
@@ -115,9 +110,9 @@ class InvalidArgumentError(ChuteError, ValueError):
     Raised when the pipeline is declared, naming the method and the argument.
 
     Example:
-        >>> import chute
+        >>> from chute_core.internal import check_int
         >>> try:
-        ...     chute.MapDataset.range(4).batch(0)
+        ...     check_int(0, "batch_size", "MapDataset.batch", minimum=1)
         ... except InvalidArgumentError as error:
         ...     print(error)
         MapDataset.batch: batch_size must be >= 1, got 0.
@@ -157,14 +152,8 @@ class SourceClosedError(ChuteError, ValueError):
     """A read from a source after `close()`.
 
     Example:
-        >>> from chute_sources import RangeSource
-        >>> source = RangeSource(3)
-        >>> source.close()
-        >>> try:
-        ...     source[0]
-        ... except SourceClosedError:
-        ...     print("closed")
-        closed
+        >>> issubclass(SourceClosedError, ValueError)
+        True
     """
 
 

@@ -227,8 +227,18 @@ class PositionLayout(Protocol):
     """How an iterator's state holds the position of the stream in its base positions.
 
     Implemented by the layer that owns the state's layout (a reader's
-    `{"position": p}`, the workers' `{"chunk": c, "offset": k}`), so that resharding
+    `{"position": p}`, the workers' `{"position": p, "offset": k}`), so that resharding
     moves a stream to another position without knowing any layout itself.
+
+    Example:
+        >>> class Reader:  # The layout {"position": p}.
+        ...     def read(self, state, chunk_size, drops):
+        ...         return state.get("position")
+        ...     def write(self, position, chunk_size):
+        ...         return {"position": position}
+        >>> layout: PositionLayout = Reader()
+        >>> layout.read(layout.write(7, None), None, False)
+        7
     """
 
     def read(self, state: Mapping[str, Any], chunk_size: int | None, drops: bool) -> int | None:
@@ -249,7 +259,18 @@ class PositionLayout(Protocol):
 
 
 class WrapperLayout(Protocol):
-    """How the state of an iterator over a parent iterator holds the parent's state."""
+    """How the state of an iterator over a parent iterator holds the parent's state.
+
+    Example:
+        >>> class Around:  # The layout {"parent": <the parent's state>}.
+        ...     def inner(self, state):
+        ...         return state.get("parent")
+        ...     def rebuild(self, state, inner, scale):
+        ...         return {**state, "parent": inner}
+        >>> layout: WrapperLayout = Around()
+        >>> layout.rebuild({"parent": {"position": 3}}, {"position": 9}, (1, 1))
+        {'parent': {'position': 9}}
+    """
 
     def inner(self, state: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """The parent's state inside `state`; None if `state` is not of this layout.

@@ -5,14 +5,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chute_sources import (
+from chute_core import (
     ChuteError,
     ErrorBudget,
     ErrorBudgetExceededError,
     InvalidStateError,
     SkippedElement,
 )
-from chute_sources._error_budget import KEEP, ErrorLedger, active_ledger, ledger_scope
+from chute_core._error_budget import KEEP, ErrorLedger, active_ledger, ledger_scope
 
 
 def test_a_budget_allows_a_fixed_and_a_proportional_number_of_failures():

@@ -4,7 +4,7 @@ Every layer validates with these, so the same argument gets the same rule everyw
 Python and NumPy integers are accepted where an int is asked, bools and floats never;
 a state read back by `set_state` is checked key by key, and a bad one raises
 `InvalidStateError` naming the iterator, the key and what was wrong. Other chute
-packages reach them through `chute_sources.internal`.
+packages reach them through `chute_core.internal`.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def state_value(
         >>> state_value({"epoch": 2}, "epoch", "RepeatIter", maximum=1)
         Traceback (most recent call last):
         ...
-        chute_sources._errors.InvalidStateError: RepeatIter: state['epoch'] = 2 is out of \
+        chute_core._errors.InvalidStateError: RepeatIter: state['epoch'] = 2 is out of \
 range [0, 1]; the state belongs to another pipeline or was edited.
     """
     check_state(state, owner)

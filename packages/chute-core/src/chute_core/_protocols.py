@@ -40,9 +40,10 @@ class RandomAccessDataSource(Protocol[T_co]):
     after unpickling and close them in `close()` / `__exit__`.
 
     Example:
-        >>> from chute_sources import RangeSource
-        >>> isinstance(RangeSource(3), RandomAccessDataSource)
+        >>> isinstance(range(3), RandomAccessDataSource)
         True
+        >>> isinstance(iter([]), RandomAccessDataSource)
+        False
     """
 
     def __len__(self) -> int:
@@ -59,8 +60,10 @@ class SupportsGetItems(Protocol[T_co]):
     """A source that reads many records in one call (faster than one call per key).
 
     Example:
-        >>> from chute_sources import RangeSource
-        >>> isinstance(RangeSource(3), SupportsGetItems), isinstance([1], SupportsGetItems)
+        >>> class Squares:
+        ...     def __getitems__(self, keys):
+        ...         return [k * k for k in keys]
+        >>> isinstance(Squares(), SupportsGetItems), isinstance([1], SupportsGetItems)
         (True, False)
     """
 
@@ -79,9 +82,22 @@ class CheckpointableIterator(Protocol[T_co]):
     context managers): see `chute_samplers.IterNode.close`.
 
     Example:
-        >>> from chute_samplers import SequentialIter
-        >>> isinstance(SequentialIter([1, 2]), CheckpointableIterator)
+        >>> class Count:
+        ...     def __init__(self):
+        ...         self.n = 0
+        ...     def __iter__(self):
+        ...         return self
+        ...     def __next__(self):
+        ...         self.n += 1
+        ...         return self.n
+        ...     def get_state(self):
+        ...         return {"n": self.n}
+        ...     def set_state(self, state):
+        ...         self.n = state["n"]
+        >>> isinstance(Count(), CheckpointableIterator)
         True
+        >>> isinstance(iter([]), CheckpointableIterator)
+        False
     """
 
     def __iter__(self) -> CheckpointableIterator[T_co]:
@@ -112,8 +128,7 @@ def read_records(source: RandomAccessDataSource[T], record_keys: Sequence[int]) 
         The records, in the order of `record_keys`.
 
     Example:
-        >>> from chute_sources import SequenceSource
-        >>> read_records(SequenceSource(["a", "b", "c"]), [2, 0])
+        >>> read_records(["a", "b", "c"], [2, 0])
         ['c', 'a']
     """
     getitems = getattr(source, "__getitems__", None)

@@ -1,0 +1,109 @@
+"""What chute's layers share below the user's API: checks, the error ledger, processes.
+
+Stable between chute's own packages of one release; may change between releases. A
+user's code should use the names of `chute_core` (or `chute`) instead.
+
+- Argument and state checks: the one home of validation (`check_int` and friends,
+  `state_*`, `restore_all`).
+- The error ledger behind `ErrorBudget`: `ErrorLedger`, `Key`, `KEEP`, `ledger_scope`
+  and `active_ledger` (a context variable carries it; see `chute_core._error_budget`).
+- Forking safely: `fork_refusal`, `forking`, `map_in_fork`, `thread_count`, and
+  `quiet_during_forks` / `threads_quieted` for chute's own background threads.
+- Shared-memory files: their folder, names, owners, creation and clean-up.
+- `distinct`: the sorted distinct values of an integer array.
+
+Example:
+    >>> from chute_core.internal import check_int
+    >>> check_int(3, "batch_size", "batch", minimum=1)
+    3
+"""
+
+from ._checks import (
+    MAX_SEED,
+    check_bool,
+    check_count,
+    check_dataset,
+    check_int,
+    check_optional_int,
+    check_seed,
+    check_sequence,
+    check_state,
+    check_weights,
+    restore_all,
+    state_bool,
+    state_dict,
+    state_dicts,
+    state_int,
+    state_int_lists,
+    state_parent,
+    state_position,
+    state_value,
+)
+from ._distinct import distinct
+from ._error_budget import KEEP, ErrorLedger, Key, active_ledger, ledger_scope
+from ._fork import (
+    UNSAFE_MODULES,
+    fork_refusal,
+    forking,
+    map_in_fork,
+    quiet_during_forks,
+    thread_count,
+    threads_quieted,
+)
+from ._shm import (
+    SHM_DIR_ENV,
+    SHM_PREFIX,
+    create_segment_file,
+    new_segment_path,
+    no_space_error,
+    owner_tag,
+    reclaim_orphaned_segments,
+    release_owner,
+    remove_own_segments,
+    shm_dir,
+)
+
+__all__ = [
+    "KEEP",
+    "MAX_SEED",
+    "SHM_DIR_ENV",
+    "SHM_PREFIX",
+    "UNSAFE_MODULES",
+    "ErrorLedger",
+    "Key",
+    "active_ledger",
+    "check_bool",
+    "check_count",
+    "check_dataset",
+    "check_int",
+    "check_optional_int",
+    "check_seed",
+    "check_sequence",
+    "check_state",
+    "check_weights",
+    "create_segment_file",
+    "distinct",
+    "fork_refusal",
+    "forking",
+    "ledger_scope",
+    "map_in_fork",
+    "new_segment_path",
+    "no_space_error",
+    "owner_tag",
+    "quiet_during_forks",
+    "reclaim_orphaned_segments",
+    "release_owner",
+    "remove_own_segments",
+    "restore_all",
+    "shm_dir",
+    "state_bool",
+    "state_dict",
+    "state_dicts",
+    "state_int",
+    "state_int_lists",
+    "state_parent",
+    "state_position",
+    "state_value",
+    "thread_count",
+    "threads_quieted",
+]
