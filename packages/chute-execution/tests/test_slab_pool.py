@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -282,3 +283,31 @@ def test_the_workers_of_a_killed_consumer_reclaim_the_slabs_it_kept(tmp_path):
     assert done.returncode == -9 and done.stdout == "kept\n", done.stderr
     # Its idle slabs and its owner file: reclaimed by the parked workers as they exit.
     assert wait_until(lambda: os.listdir(folder) == [], seconds=20), os.listdir(folder)
+
+
+def test_the_expiry_timer_never_starts_while_the_pool_is_locked(monkeypatch, tmp_path):
+    # A new thread may run a finalizer that takes the pool's lock (garbage collection
+    # runs in any thread) while Thread.start waits for it: it must start unlocked.
+    monkeypatch.setenv("CHUTE_SHM_DIR", str(tmp_path))
+    monkeypatch.setattr(pool_module, "budget", lambda: 1 << 20)
+    pool = SlabPool()
+    locked_at_start = []
+    start = threading.Timer.start
+
+    def recording_start(timer):
+        locked_at_start.append(pool._lock._is_owned())
+        start(timer)
+
+    monkeypatch.setattr(threading.Timer, "start", recording_start)
+    for number in range(3):
+        path = tmp_path / f"{SHM_PREFIX}0-0-slab-{number}"
+        path.write_bytes(bytes(100))
+        assert pool.adopt([str(path)], idle_seconds=0.05) == 1
+    with pool.timer_stopped():
+        pass
+    assert len(pool.take(1)) == 1
+    from chute_execution.testing import wait_until
+
+    assert wait_until(lambda: pool.idle_bytes() == 0, seconds=10)  # Expired on its timer.
+    assert locked_at_start and not any(locked_at_start)
+    pool.free()

@@ -90,30 +90,53 @@ class SlabPool:
         self._mapped: dict[int, Slab] = {}  # By inode: our mappings of slabs kept.
         self._lock = threading.RLock()  # Reentrant: a finalizer (GC) may release within.
         self._timer: threading.Timer | None = None
+        self._unstarted = False  # `_timer` is made but not started yet (see `_locked`).
+        self._depth = 0  # How deep the owner of `_lock` is in `_locked` blocks.
         self._stopped = 0  # How many `timer_stopped` blocks run: no timer meanwhile.
 
     def _mine(self) -> list[tuple[str, int]]:
         if os.getpid() != self._owner:  # A forked child: start empty, own nothing.
             self._owner, self._slabs, self._lock = os.getpid(), [], threading.RLock()
             self._mapped, self._until, self._timer = {}, {}, None  # The parent's: left alone.
+            self._unstarted = False
         return self._slabs
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Holds the lock; a timer made meanwhile starts once the lock is let go.
+
+        Never while it is held: a new thread may run a finalizer that releases an
+        iterator (garbage collection runs in any thread), which takes this lock, while
+        `Thread.start` waits for the new thread: neither would go on.
+        """
+        with self._lock:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                timer = self._timer if self._unstarted and self._depth == 0 else None
+                if timer is not None:
+                    self._unstarted = False
+        if timer is not None:
+            timer.start()
+
     def _schedule(self) -> None:
-        """(Under the lock.) A timer for the next slab to expire, if any slab waits."""
+        """(In `_locked`.) A timer for the next slab to expire, if any slab waits."""
         if self._timer is not None:
             self._timer.cancel()
-            self._timer = None
+            self._timer, self._unstarted = None, False
         if not self._slabs or self._stopped:
             return
         delay = max(0.0, min(self._until.values(), default=0.0) - time.monotonic())
         self._timer = threading.Timer(delay, self._expire)
         self._timer.name, self._timer.daemon = "chute-idle-slabs", True
-        self._timer.start()
+        self._unstarted = True
 
     def _expire(self) -> None:
         """Unlinks the slabs whose time is up (on the timer's thread)."""
         now = time.monotonic()
-        with self._lock:
+        with self._locked():
             if threading.current_thread() is not self._timer:
                 return  # Cancelled or replaced meanwhile.
             self._timer = None
@@ -132,11 +155,11 @@ class SlabPool:
 
         Slabs due meanwhile expire after it.
         """
-        with self._lock:
+        with self._locked():
             self._mine()
             self._stopped += 1
-            timer, self._timer = self._timer, None
-        if timer is not None:
+            timer, self._timer, self._unstarted = self._timer, None, False
+        if timer is not None and timer.ident is not None:  # Started: wait for its end.
             timer.cancel()
             timer.join()
             for _ in range(100):  # Until its native thread is gone too (microseconds).
@@ -146,7 +169,7 @@ class SlabPool:
         try:
             yield
         finally:
-            with self._lock:
+            with self._locked():
                 self._stopped -= 1
                 self._schedule()
 
@@ -158,7 +181,7 @@ class SlabPool:
         as much as the first time. Mappings of slabs not in the pool are closed, and
         so are those kept before that no reader took (their slab may be gone).
         """
-        with self._lock:
+        with self._locked():
             pooled: set[int] = set()
             for path, _ in self._mine():
                 with contextlib.suppress(OSError):
@@ -174,7 +197,7 @@ class SlabPool:
 
     def mapping(self, path: str, size: int) -> Slab | None:
         """A kept mapping of the slab at `path` (renamed since, maybe), if it has `size`."""
-        with self._lock:
+        with self._locked():
             if not self._mapped or os.getpid() != self._owner:
                 return None
             try:
@@ -205,7 +228,7 @@ class SlabPool:
                 continue
             taken.append((str(target), size))
         until = time.monotonic() + max(MIN_IDLE_SECONDS, idle_seconds)
-        with self._lock:
+        with self._locked():
             slabs = self._mine()
             slabs.extend(taken)
             self._until.update((path, until) for path, _ in taken)
@@ -226,7 +249,7 @@ class SlabPool:
 
         Whoever takes them renames them (`SlabWriter.adopt`) or unlinks them.
         """
-        with self._lock:
+        with self._locked():
             slabs = self._mine()
             chosen = sorted(slabs, key=lambda slab: -slab[1])[: max(0, count)]
             for slab in chosen:
@@ -238,7 +261,7 @@ class SlabPool:
 
     def idle_bytes(self) -> int:
         """Bytes of slabs in the pool now."""
-        with self._lock:
+        with self._locked():
             return sum(size for _, size in self._mine())
 
     def free(self) -> int:
@@ -247,7 +270,7 @@ class SlabPool:
         Returns:
             Bytes freed (of the slabs in the pool).
         """
-        with self._lock:
+        with self._locked():
             owner = self._owner
             slabs, self._slabs = self._mine(), []
             mapped, self._mapped = list(self._mapped.values()), {}
