@@ -45,15 +45,15 @@ class BatchIter(IterNode[Any]):
 
     Example:
         >>> from chute_transforms import BatchIter
-        >>> from chute_transforms.testing import ListIterator
-        >>> it = BatchIter(ListIterator([1, 2, 3, 4, 5]), 2)
+        >>> from chute_samplers import SequentialIter
+        >>> it = BatchIter(SequentialIter([1, 2, 3, 4, 5]), 2)
         >>> next(it), it.get_state()
         (array([1, 2]), {'parent': {'index': 2}})
         >>> list(it)
         [array([3, 4]), array([5])]
         >>> it.origin  # Of the element 5: index 4 of the list.
         (4,)
-        >>> list(BatchIter(ListIterator([1, 2, 3]), 2, pad=True))[-1]
+        >>> list(BatchIter(SequentialIter([1, 2, 3]), 2, pad=True))[-1]
         (array([3, 0]), array([ True, False]))
     """
 
@@ -85,8 +85,8 @@ class BatchIter(IterNode[Any]):
 
         Example:
             >>> from chute_transforms import BatchTransform
-            >>> from chute_transforms.testing import ListIterator
-            >>> BatchIter.from_transform(ListIterator([1]), BatchTransform(4, pad=True))
+            >>> from chute_samplers import SequentialIter
+            >>> BatchIter.from_transform(SequentialIter([1]), BatchTransform(4, pad=True))
             BatchIter(batch_size=4, drop_remainder=False, pad=True)
         """
         return cls(
@@ -167,8 +167,8 @@ class UnbatchIter(IterNode[Any]):
 
     Example:
         >>> import numpy as np
-        >>> from chute_transforms.testing import ListIterator
-        >>> it = UnbatchIter(ListIterator([np.array([1, 2]), np.array([3])]))
+        >>> from chute_samplers import SequentialIter
+        >>> it = UnbatchIter(SequentialIter([np.array([1, 2]), np.array([3])]))
         >>> int(next(it)), it.get_state(), it.origin
         (1, {'parent': {'index': 0}, 'offset': 1}, (0, 0))
         >>> [(int(x), it.origin) for x in it]

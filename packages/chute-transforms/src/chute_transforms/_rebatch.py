@@ -36,8 +36,8 @@ class RebatchIter(IterNode[Any]):
 
     Example:
         >>> import numpy as np
-        >>> from chute_transforms.testing import ListIterator
-        >>> it = RebatchIter(ListIterator([np.arange(3), np.arange(3, 5)]), 2)
+        >>> from chute_samplers import SequentialIter
+        >>> it = RebatchIter(SequentialIter([np.arange(3), np.arange(3, 5)]), 2)
         >>> next(it).tolist(), next(it).tolist(), it.get_state()
         ([0, 1], [2, 3], {'parent': {'index': 1}, 'offset': 1})
         >>> [b.tolist() for b in it]

@@ -309,7 +309,7 @@ class FaultProxy:
 
     Example:
         >>> import obstore
-        >>> from chute_sources.testing import LoopbackGCS
+        >>> from chute_testing import LoopbackGCS
         >>> with LoopbackGCS() as gcs, FaultProxy(gcs.endpoint) as proxy:
         ...     gcs.create_bucket("data")
         ...     gcs.put("data", "x.bin", b"hello")
