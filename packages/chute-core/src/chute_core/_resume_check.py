@@ -92,6 +92,20 @@ def collect_with_states(
     """Runs `iterator`, returning its elements and the state before each one (and at end).
 
     `states[k]` is the state after `k` elements, so `len(states) == len(elements) + 1`.
+
+    Example:
+        >>> class Letters:
+        ...     def __init__(self):
+        ...         self.i = 0
+        ...     def __next__(self):
+        ...         if self.i == 2:
+        ...             raise StopIteration
+        ...         self.i += 1
+        ...         return "ab"[self.i - 1]
+        ...     def get_state(self):
+        ...         return {"i": self.i}
+        >>> collect_with_states(Letters())
+        (['a', 'b'], [{'i': 0}, {'i': 1}, {'i': 2}])
     """
     elements: list[Any] = []
     states = [_json_round_trip(iterator.get_state(), "at the start")]
