@@ -12,7 +12,7 @@ _FLAG = "--xla_force_host_platform_device_count=8"
 if _FLAG.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FLAG}".strip()
 
-from chute_sources.testing import (  # noqa: E402 - after XLA_FLAGS, which must come first.
+from chute_testing import (  # noqa: E402 - after XLA_FLAGS, which must come first.
     LoopbackS3,
     loopback_gcs_fixture,
     loopback_s3_fixture,

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 import chute
 from chute_sources import ArrayRecordSource, ParquetSource, StorageOptions
-from chute_sources.testing import FaultProxy, LoopbackS3
+from chute_testing import FaultProxy, LoopbackS3
 
 from ._timing import median_ratio
 from .bench_execution_workers import crop_flip, normalise, write_images

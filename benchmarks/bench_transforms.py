@@ -13,6 +13,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from chute_testing import ListIterator
 from chute_transforms import (
     BatchIter,
     BestFitPackIter,
@@ -20,7 +21,6 @@ from chute_transforms import (
     FirstFitPackIter,
     batch_elements,
 )
-from chute_transforms.testing import ListIterator
 
 from ._timing import median_ratio, median_seconds
 

@@ -22,8 +22,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from chute_testing import ListIterator
 from chute_transforms import FilterIter, FlatMapIter, MapIter, RandomMapIter
-from chute_transforms.testing import ListIterator
 
 from ._timing import median_ratio, median_seconds
 

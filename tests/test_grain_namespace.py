@@ -16,7 +16,7 @@ import pytest
 import chute
 import chute.grain as grain
 from chute.grain import python as pygrain
-from chute_sources.testing import assert_resumes
+from chute_testing import assert_resumes
 
 # Grain 0.2.18's public names, module by module (from `dir()` of each module).
 GRAIN_NAMES = {

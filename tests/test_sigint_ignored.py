@@ -1,7 +1,7 @@
 """The Ctrl-C tests pass when the test run itself ignores SIGINT (`nohup pytest &`).
 
 Such a run passes SIGINT's "ignored" on to every program it starts; a test of Ctrl-C
-must set the disposition its child needs (`chute_execution.testing.answers_ctrl_c`).
+must set the disposition its child needs (`chute_testing.execution.answers_ctrl_c`).
 """
 
 import subprocess

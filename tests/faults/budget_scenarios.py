@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 import chute
-from chute_execution.testing import FailOn
+from chute_testing.execution import FailOn
 
 MILLION = 1_000_000
 NUM_RECORDS = 2000

@@ -5,7 +5,7 @@ place chosen by `seed`, iterates until the error (or the end) and returns an `Ou
 what was yielded, the exception, the seconds from the fault to the exception, and the
 chute segments in `/dev/shm` left by the processes involved once everything is stopped.
 
-Worker-side functions all come from importable modules (`chute_execution.testing`,
+Worker-side functions all come from importable modules (`chute_testing.execution`,
 `chute.decode_record`): workers started by forkserver or spawn import them by name.
 
 Fault-to-error time is measured as follows:
@@ -37,7 +37,7 @@ import numpy as np
 
 import chute
 from chute_core.internal import SHM_PREFIX, shm_dir
-from chute_execution.testing import ANSWER_CTRL_C, FailAt, KillWorkerAt, KillWorkerOnSum, SleepAt
+from chute_testing.execution import ANSWER_CTRL_C, FailAt, KillWorkerAt, KillWorkerOnSum, SleepAt
 
 SETTLE = 10.0  # Seconds processes and segments get to go away: a bound, not a speed check.
 BATCH = 4
@@ -343,7 +343,7 @@ def notes(error: BaseException) -> str:
 CTRL_C_SCRIPT = """
 import json, multiprocessing, os, signal, threading, time
 import chute
-from chute_execution.testing import SleepAt
+from chute_testing.execution import SleepAt
 
 stuck = {stuck}
 ds = (

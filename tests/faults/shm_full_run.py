@@ -55,7 +55,7 @@ def alive(pid: int) -> bool:
 
 def run(seed: int, folder: str) -> dict[str, object]:
     import chute
-    from chute_execution.testing import FullArray
+    from chute_testing.execution import FullArray
 
     chosen = plan(seed)
     filler = os.path.join(folder, "filler")

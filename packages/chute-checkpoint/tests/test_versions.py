@@ -28,13 +28,15 @@ def test_a_future_format_version_upgrades_todays_files(tmp_path, monkeypatch):
     path = save(it, tmp_path, process_index=0, process_count=1)
     expected = list(it)
 
-    def to_version_2(document):
-        return {**document, "version": 2, "created_by": "an upgrade"}
+    today = _format.FORMAT_VERSION
 
-    monkeypatch.setattr(_format, "FORMAT_VERSION", 2)
-    monkeypatch.setitem(_format._UPGRADES, 1, to_version_2)
+    def to_next_version(document):
+        return {**document, "version": today + 1, "created_by": "an upgrade"}
+
+    monkeypatch.setattr(_format, "FORMAT_VERSION", today + 1)
+    monkeypatch.setitem(_format._UPGRADES, today, to_next_version)
     document = read_document(path)
-    assert (document["version"], document["created_by"]) == (2, "an upgrade")
+    assert (document["version"], document["created_by"]) == (today + 1, "an upgrade")
     restored = iter(_loader())
     apply_document(restored, document)
     assert list(restored) == expected

@@ -8,7 +8,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from chute_core import InvalidStateError
 from chute_device import DevicePutIter, device_put, host_rows, put_batch, row_split
 from chute_samplers import IterNode, SequentialIter
-from chute_sources.testing import assert_resumes
+from chute_testing import assert_resumes
 
 
 class ToHost(IterNode):

@@ -4,7 +4,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from chute_execution.testing import chute_threads, wait_until
+from chute_testing.execution import chute_threads, wait_until
 
 
 @pytest.fixture(autouse=True)

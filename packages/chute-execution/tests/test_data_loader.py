@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from chute_execution import DataLoader, ReadOptions
-from chute_execution.testing import AddNoise, Remainder
 from chute_samplers import IndexSampler, NoSharding, ShardOptions
 from chute_sources import RangeSource, SharedMemorySource
-from chute_sources.testing import assert_resumes, assert_trees_equal
+from chute_testing import assert_resumes, assert_trees_equal
+from chute_testing.execution import AddNoise, Remainder
 from chute_transforms import BatchTransform, FilterTransform, MapTransform, RandomMapTransform
 
 

@@ -31,9 +31,9 @@ from chute_execution import (
     free_idle_slabs,
     stop_idle_workers,
 )
-from chute_execution.testing import FullArray
 from chute_sources.internal import reading_one_by_one
-from chute_sources.testing import assert_resumes
+from chute_testing import assert_resumes
+from chute_testing.execution import FullArray
 from chute_transforms import MapIter
 
 ROWS = 2**17  # 1 MiB per element: leased to the consumer as views into the slab.

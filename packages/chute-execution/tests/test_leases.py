@@ -15,7 +15,7 @@ import pytest
 
 from chute_execution._leases import LEASE_MIN_BYTES, LeaseBook
 from chute_execution._transport import SlabReader, SlabWriter
-from chute_execution.testing import own_slabs
+from chute_testing.execution import own_slabs
 
 ROW = LEASE_MIN_BYTES // 8  # int64 values per element: one element is leased on its own.
 

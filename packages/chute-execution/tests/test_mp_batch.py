@@ -10,9 +10,9 @@ from chute_execution import (
     MultiprocessingOptions,
     MultiprocessPrefetchIter,
 )
-from chute_execution.testing import Remainder, Repeat
 from chute_sources import SequenceSource
-from chute_sources.testing import assert_resumes, assert_trees_equal
+from chute_testing import assert_resumes, assert_trees_equal
+from chute_testing.execution import Remainder, Repeat
 from chute_transforms import BatchIter, FilterIter, FlatMapIter
 
 

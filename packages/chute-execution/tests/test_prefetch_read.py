@@ -15,7 +15,7 @@ from chute_core import DROPPED, InvalidStateError
 from chute_execution import PrefetchReadIter, ReadOptions, _prefetch_read
 from chute_samplers import RepeatMap, SequentialIter, ShuffleMap
 from chute_sources import RangeSource
-from chute_sources.testing import assert_resumes
+from chute_testing import assert_resumes
 from chute_transforms import FilterMap, MapMap, RandomMapIter
 
 THREAD_COUNTS = [0, 1, 2, 4, 16]

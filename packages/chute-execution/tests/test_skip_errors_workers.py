@@ -16,10 +16,10 @@ from chute_execution import (
     PrefetchReadIter,
     ReadOptions,
 )
-from chute_execution.testing import BrokenSource, FailOn, FailOnceAt, Remainder, Repeat
 from chute_samplers import IndexSampler, NoSharding, SequentialIter
 from chute_sources import SequenceSource
-from chute_sources.testing import assert_resumes, assert_trees_equal
+from chute_testing import assert_resumes, assert_trees_equal
+from chute_testing.execution import BrokenSource, FailOn, FailOnceAt, Remainder, Repeat
 from chute_transforms import (
     BatchIter,
     BatchTransform,

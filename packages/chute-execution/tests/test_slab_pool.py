@@ -26,7 +26,7 @@ from chute_execution import (
 )
 from chute_execution._transport import pool as pool_module
 from chute_execution._transport.pool import POOL, SlabPool
-from chute_execution.testing import FullArray
+from chute_testing.execution import FullArray
 from chute_transforms import MapIter
 
 ROWS = 2**17  # 1 MiB per element: results are leased to the consumer as views.
@@ -204,7 +204,7 @@ def test_the_consumer_maps_a_kept_slab_once_for_all_iterators(monkeypatch):
 
 def test_idle_slabs_are_freed_once_they_waited_as_long_as_idle_workers_do():
     from chute_execution import stop_idle_workers
-    from chute_execution.testing import wait_until
+    from chute_testing.execution import wait_until
 
     plan = ChunkPlan(range(24), [(MapIter, (FullArray(COPIED),), {})], chunk_size=2)
     options = MultiprocessingOptions(num_workers=2, idle_worker_seconds=1.5)
@@ -269,7 +269,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 def test_the_workers_of_a_killed_consumer_reclaim_the_slabs_it_kept(tmp_path):
-    from chute_execution.testing import wait_until
+    from chute_testing.execution import wait_until
 
     folder = tmp_path / "shm"
     folder.mkdir()

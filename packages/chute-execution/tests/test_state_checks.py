@@ -9,7 +9,7 @@ import pytest
 
 from chute_core import InvalidStateError
 from chute_execution import ChunkPlan, MultiprocessingOptions, MultiprocessPrefetchIter
-from chute_execution.testing import Remainder, Repeat
+from chute_testing.execution import Remainder, Repeat
 from chute_transforms import FilterIter, FlatMapIter, FlatMapTransform, MapIter
 
 

@@ -13,9 +13,8 @@ from chute_core import InvalidStateError
 from chute_execution import PrefetchReadIter, ReadOptions, ThreadPrefetchIter, _thread_prefetch
 from chute_samplers import IterNode, RepeatMap, SequentialIter, ShuffleMap
 from chute_sources import RangeSource
-from chute_sources.testing import assert_resumes, assert_trees_equal
+from chute_testing import ListIterator, assert_resumes, assert_trees_equal
 from chute_transforms import BatchIter, FilterIter, FilterMap, MapIter, RandomMapIter
-from chute_transforms.testing import ListIterator
 
 BUFFER_SIZES = [0, 1, 2, 16]
 

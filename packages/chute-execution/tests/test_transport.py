@@ -19,8 +19,8 @@ from hypothesis.extra import numpy as hnp
 from chute_core.internal import reclaim_orphaned_segments, shm_dir
 from chute_execution._transport import SlabReader, SlabWriter, serve_writes
 from chute_execution._transport.codec import ALIGN, SMALL_BUFFER, dumps, layout
-from chute_execution.testing import slabs_of
-from chute_sources.testing import assert_trees_equal
+from chute_testing import assert_trees_equal
+from chute_testing.execution import slabs_of
 
 WAIT = 20.0  # A bound for a child process to answer, never a speed check.
 

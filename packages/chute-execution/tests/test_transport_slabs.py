@@ -15,8 +15,8 @@ import pytest
 from chute_core import SharedMemoryError
 from chute_core.internal import SHM_PREFIX, shm_dir
 from chute_execution._transport import SlabMessage, SlabReader, SlabWriter
-from chute_execution.testing import slabs_of
-from chute_sources.testing import assert_trees_equal
+from chute_testing import assert_trees_equal
+from chute_testing.execution import slabs_of
 
 WAIT = 20.0  # A bound for another thread to answer, never a speed check.
 

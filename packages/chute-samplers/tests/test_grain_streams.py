@@ -16,7 +16,7 @@ from chute_samplers import (
     ZipIter,
     ZipMap,
 )
-from chute_sources.testing import assert_resumes
+from chute_testing import assert_resumes
 
 
 def test_repeat_yields_the_stream_num_epochs_times_and_resumes_at_every_position():

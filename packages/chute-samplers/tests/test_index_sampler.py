@@ -17,7 +17,7 @@ from chute_samplers import (
     record_rng,
 )
 from chute_sources import RangeSource
-from chute_sources.testing import assert_resumes
+from chute_testing import assert_resumes
 
 
 def _keys(sampler):

@@ -4,7 +4,7 @@ from chute_core import DROPPED, CorruptRecordError, ErrorBudget, ErrorBudgetExce
 from chute_core.internal import ErrorLedger, ledger_scope
 from chute_samplers import SequentialIter
 from chute_samplers._span import read_span
-from chute_sources.testing import assert_resumes
+from chute_testing import assert_resumes
 
 
 class Broken:

@@ -25,7 +25,7 @@ from chute_sources import (
     write_array_record,
 )
 from chute_sources.internal import read_one_by_one
-from chute_sources.testing import assert_trees_equal
+from chute_testing import assert_trees_equal
 
 
 @pytest.fixture(params=[False, True], ids=["parallel", "one_by_one"])

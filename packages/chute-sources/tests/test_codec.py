@@ -9,7 +9,7 @@ from hypothesis.extra import numpy as hnp
 from chute_core import CorruptRecordError, RecordCodecError
 from chute_sources import decode_record, encode_record, is_encoded_record
 from chute_sources._codec import MAGIC
-from chute_sources.testing import assert_trees_equal
+from chute_testing import assert_trees_equal
 
 scalar_dtypes = st.one_of(
     hnp.boolean_dtypes(),

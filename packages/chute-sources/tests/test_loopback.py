@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from chute_core import InvalidArgumentError
-from chute_sources.testing import (
+from chute_testing import (
     FaultProxy,
     LoopbackGCS,
     LoopbackS3,
@@ -403,7 +403,7 @@ def test_a_server_exits_when_its_parent_is_killed(tmp_path):
     script = textwrap.dedent(
         """
         import sys, time
-        from chute_sources.testing import LoopbackGCS
+        from chute_testing import LoopbackGCS
         server = LoopbackGCS().start()
         print(server._process.pid, flush=True)
         time.sleep(60)

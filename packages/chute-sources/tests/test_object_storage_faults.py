@@ -19,7 +19,7 @@ import pytest
 from chute_core import ObjectStoragePermissionError, ObjectStorageReadError
 from chute_sources import ArrayRecordSource, ParquetSource, StorageOptions, write_array_record
 from chute_sources._remote._cache import ShardCache
-from chute_sources.testing import FaultProxy
+from chute_testing import FaultProxy
 
 RECORDS = [{"i": i, "x": np.full(2000, i % 251, np.uint8)} for i in range(300)]
 _BUCKETS = iter(range(10**6))

@@ -27,7 +27,7 @@ from chute_sources import ArrayRecordSource, JsonLinesSource, StorageOptions, wr
 from chute_sources._remote._cache import ShardCache
 from chute_sources._remote._client import ObjectInfo, client_for
 from chute_sources._remote._urls import parse_object_url
-from chute_sources.testing import FaultProxy
+from chute_testing import FaultProxy
 
 SEEDS = (0, 1)
 

@@ -27,7 +27,7 @@ import pytest
 
 from chute_sources import ArrayRecordSource, StorageOptions, write_array_record
 from chute_sources._remote._cache import ShardCache
-from chute_sources.testing import FaultProxy
+from chute_testing import FaultProxy
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None,

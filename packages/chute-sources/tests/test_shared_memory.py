@@ -18,7 +18,7 @@ from chute_core.internal import (
     shm_dir,
 )
 from chute_sources import SharedMemorySource
-from chute_sources.testing import assert_trees_equal
+from chute_testing import assert_trees_equal
 
 
 def _segments() -> set[str]:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from chute_sources.testing import assert_resumes, assert_trees_equal
+from chute_testing import assert_resumes, assert_trees_equal
 
 
 class Counter:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from chute_sources.testing import assert_trees_equal
+from chute_testing import assert_trees_equal
 from chute_transforms import BatchError, batch_elements, pad_batch, unbatch_elements
 
 Point = collections.namedtuple("Point", ["x", "y"])

@@ -8,9 +8,8 @@ from hypothesis import strategies as st
 from chute_core import DROPPED, InvalidStateError
 from chute_samplers import IterNode, SequentialIter, ShuffleMap
 from chute_sources import RangeSource
-from chute_sources.testing import assert_resumes, assert_trees_equal
+from chute_testing import ListIterator, assert_resumes, assert_trees_equal
 from chute_transforms import BatchError, BatchIter, BatchTransform, UnbatchIter
-from chute_transforms.testing import ListIterator
 
 
 class FailsOnce(ListIterator):

@@ -7,9 +7,8 @@ position, bad input, bad states) are in test_packing.py, parametrized over both.
 import numpy as np
 import pytest
 
-from chute_sources.testing import assert_resumes
+from chute_testing import ListIterator, assert_resumes
 from chute_transforms import BestFitPackIter, ConcatSplitIter, FirstFitPackIter
-from chute_transforms.testing import ListIterator
 
 
 def _docs(lengths):

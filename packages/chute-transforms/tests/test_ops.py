@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from chute_core import DROPPED
 from chute_samplers import RepeatMap, SequentialIter, ShuffleMap
-from chute_sources.testing import assert_resumes, assert_trees_equal
+from chute_testing import assert_resumes, assert_trees_equal
 from chute_transforms import (
     BatchIter,
     BatchMap,

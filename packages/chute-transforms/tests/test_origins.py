@@ -17,6 +17,7 @@ from chute_samplers import (
 )
 from chute_samplers.internal import origin_key
 from chute_sources import RangeSource
+from chute_testing import ListIterator
 from chute_transforms import (
     BatchIter,
     ConcatSplitIter,
@@ -30,7 +31,6 @@ from chute_transforms import (
     RandomMapMap,
     UnbatchIter,
 )
-from chute_transforms.testing import ListIterator
 
 
 class NoOrigin:

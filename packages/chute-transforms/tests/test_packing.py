@@ -8,9 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chute_core import InvalidStateError
-from chute_sources.testing import assert_resumes, assert_trees_equal
+from chute_testing import ListIterator, assert_resumes, assert_trees_equal
 from chute_transforms import BestFitPackIter, ConcatSplitIter, FirstFitPackIter, PackingError
-from chute_transforms.testing import ListIterator
 
 
 def _docs(lengths, key="t", start=0):

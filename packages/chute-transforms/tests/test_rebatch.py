@@ -4,9 +4,8 @@ import numpy as np
 import pytest
 
 from chute_core import DROPPED, InvalidStateError
-from chute_sources.testing import assert_resumes, assert_trees_equal
+from chute_testing import ListIterator, assert_resumes, assert_trees_equal
 from chute_transforms import BatchError, BatchMap, FilterMap, RebatchIter, UnbatchMap
-from chute_transforms.testing import ListIterator
 
 
 def _batches(sizes):

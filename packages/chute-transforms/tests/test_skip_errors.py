@@ -4,7 +4,7 @@ import pytest
 
 from chute_core import ErrorBudget, ErrorBudgetExceededError, InvalidStateError
 from chute_samplers import SequentialIter, WindowShuffleIter
-from chute_sources.testing import assert_resumes
+from chute_testing import assert_resumes
 from chute_transforms import (
     FilterIter,
     FlatMapIter,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import chute
-from chute_execution.testing import FailAt
-from chute_sources.testing import assert_resumes
+from chute_testing import assert_resumes
+from chute_testing.execution import FailAt
 
 
 def _keep(x):

@@ -22,7 +22,7 @@ import chute
 from chute.cli import main
 from chute.cli._common import first_difference
 from chute.cli._convert import shard_bounds
-from chute_execution.testing import ANSWER_CTRL_C
+from chute_testing.execution import ANSWER_CTRL_C
 
 SHARDS = [f"train-0000{i}-of-00004.array_record" for i in range(4)]
 

@@ -10,7 +10,7 @@ import pytest
 import chute
 from chute import IterDataset, MapDataset
 from chute_samplers import Permutation
-from chute_sources.testing import assert_resumes, assert_trees_equal
+from chute_testing import assert_resumes, assert_trees_equal
 
 
 def test_each_method_gives_the_exact_sequence():

@@ -13,7 +13,7 @@ import pytest
 
 import chute
 from chute import IterDataset, MapDataset
-from chute_sources.testing import assert_resumes
+from chute_testing import assert_resumes
 
 
 def _odd(x: int) -> bool:

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import chute
-from chute_sources.testing import assert_resumes
+from chute_testing import assert_resumes
 
 RECORDS = [{"i": i, "x": np.full(64, i % 251, np.uint8)} for i in range(160)]
 

@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 import chute
-from chute_sources.testing import assert_resumes, assert_trees_equal
+from chute_testing import ListIterator, assert_resumes, assert_trees_equal
 from chute_transforms import BestFitPackIter, ConcatSplitIter, FirstFitPackIter, PackingError
-from chute_transforms.testing import ListIterator
 
 LENGTHS = np.clip(np.random.default_rng(7).lognormal(np.log(12), 0.8, 120).astype(int), 0, 70)
 

@@ -12,7 +12,7 @@ import os
 import pytest
 
 import chute
-from chute_sources.testing import assert_resumes
+from chute_testing import assert_resumes
 
 
 class LoggingSource:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import chute
-from chute_sources.testing import assert_resumes
+from chute_testing import assert_resumes
 
 
 def _draw(record, rng):

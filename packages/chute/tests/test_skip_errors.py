@@ -6,8 +6,8 @@ import pytest
 
 import chute
 import chute_checkpoint
-from chute_execution.testing import BrokenSource, FailOn, Remainder
-from chute_sources.testing import assert_resumes
+from chute_testing import assert_resumes
+from chute_testing.execution import BrokenSource, FailOn, Remainder
 
 BROKEN = {3, 40, 41}
 FAILING = {-7, -19, -64}  # After the negation.

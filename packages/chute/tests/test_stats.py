@@ -4,7 +4,7 @@ import time
 import pytest
 
 import chute
-from chute_execution.testing import Remainder, SleepAt
+from chute_testing.execution import Remainder, SleepAt
 
 
 def _slow(x):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import chute
-from chute_sources.testing import assert_resumes, assert_trees_equal
+from chute_testing import assert_resumes, assert_trees_equal
 
 tokenizers = pytest.importorskip("tokenizers")  # An extra: `chute-transforms[text]`.
 

@@ -1,12 +1,17 @@
 """The state document: versioned JSON with a pipeline fingerprint, validated on load.
 
-Format version 1 (today's), one document per process:
+Format version 2 (today's), one document per process:
 
-    {"format": "chute-iterator-state", "version": 1,
+    {"format": "chute-iterator-state", "version": 2,
      "fingerprint": "<BLAKE2b of the pipeline description>",
      "pipeline": {"kind": ..., "stages": [...]},   # see chute_checkpoint._describe
+     "traits": {op: {...}},                        # each op's StageTraits.as_json()
      "state": {...},                               # iterator.get_state()
      "process_index": 0, "process_count": 1}
+
+Version 1 had no "traits" (resharding read them from the ops this process declared);
+it upgrades to version 2 with the traits its ops had then (`_stage_traits`). The
+fingerprint covers the pipeline only, so it is the same in both.
 
 A newer format gets a higher version and an entry in `_UPGRADES` that turns a document
 of the version before into it, so files written today keep loading.
@@ -32,6 +37,7 @@ from ._describe import describe_pipeline, fingerprint
 from ._differences import pipeline_differences
 from ._document_shape import check_pipeline
 from ._errors import CheckpointError, CheckpointFormatError, PipelineMismatchError
+from ._stage_traits import saved_traits, traits_of_ops, upgrade_version_1
 
 __all__ = [
     "FORMAT",
@@ -47,7 +53,7 @@ __all__ = [
 
 FORMAT = "chute-iterator-state"
 """The value of the `format` key that marks a chute checkpoint."""
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """The version written today; every version from 1 up to it loads."""
 MAX_PROCESS_COUNT = 1_000_000
 """The most processes a checkpoint may have: far more than any JAX cluster runs.
@@ -57,12 +63,13 @@ stray or crafted one from costing work or memory (and refuses what cannot be rea
 """
 _TOO_MANY = f"at most {MAX_PROCESS_COUNT:,} (more processes than any JAX cluster runs)"
 
-_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: upgrade_version_1}
 """`version -> function` turning a document of that version into one of the next."""
 
 _REQUIRED: dict[str, tuple[type, ...]] = {
     "fingerprint": (str,),
     "pipeline": (dict,),
+    "traits": (dict,),
     "state": (dict,),
     "process_index": (int,),
     "process_count": (int,),
@@ -122,7 +129,7 @@ def make_document(
         >>> _ = next(it)
         >>> document = make_document(it)
         >>> document["version"], document["state"], document["process_count"]
-        (1, {'position': 1}, 1)
+        (2, {'position': 1}, 1)
     """
     index, count = process_position(process_index, process_count)
     pipeline = describe_pipeline(iterator)
@@ -131,6 +138,7 @@ def make_document(
         "version": FORMAT_VERSION,
         "fingerprint": fingerprint(pipeline),
         "pipeline": pipeline,
+        "traits": traits_of_ops(pipeline),
         "state": iterator.get_state(),
         "process_index": index,
         "process_count": count,
@@ -274,6 +282,12 @@ def validate_document(document: Any, where: str = "checkpoint") -> dict[str, Any
             f"{where}: the fingerprint {document['fingerprint']!r} does not match the "
             f"pipeline description (hash {expected!r}): the file was edited or is corrupt."
         )
+    try:
+        saved_traits(document)
+    except ValueError as error:
+        raise CheckpointFormatError(
+            f"{where}: 'traits' must map each op to its traits: {error}"
+        ) from error
     result: dict[str, Any] = document
     return result
 

@@ -20,9 +20,11 @@ different positions, totals the new count cannot split) raises `ReshardError` sa
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from chute_core import PositionLayout, StageTraits, declared_stages, is_declared, stage_traits
@@ -34,6 +36,7 @@ from ._describe import describe_pipeline, fingerprint
 from ._document_shape import check_positions, damaged_state, integer_parameter
 from ._errors import ReshardError
 from ._format import MAX_PROCESS_COUNT, process_position, validate_document
+from ._stage_traits import saved_traits
 
 __all__ = ["reshard", "reshard_for"]
 
@@ -41,8 +44,34 @@ _LAYOUTS: tuple[PositionLayout, ...] = (READER_POSITIONS, CHUNK_POSITIONS)
 """The state layouts that hold a stream's position, each owned by the layer that keeps it."""
 
 
+_SAVED: contextvars.ContextVar[dict[str, StageTraits] | None] = contextvars.ContextVar(
+    "chute_checkpoint_saved_traits", default=None
+)
+"""The traits the documents being resharded carry, by op (see `_stage_traits`)."""
+
+
 def _traits(stage: Mapping[str, Any]) -> StageTraits:
-    return stage_traits(str(stage["op"]))
+    """What the documents say the stage's op does; else what this process declares."""
+    op = str(stage["op"])
+    saved = _SAVED.get()
+    if saved is not None and op in saved:
+        return saved[op]
+    return stage_traits(op)
+
+
+def _known(op: str) -> bool:
+    saved = _SAVED.get()
+    return (saved is not None and op in saved) or is_declared(op)
+
+
+@contextlib.contextmanager
+def _reading_traits() -> Iterator[dict[str, StageTraits]]:
+    """Holds the traits of the documents read during the block (filled by `_plan`)."""
+    token = _SAVED.set({})
+    try:
+        yield _SAVED.get() or {}
+    finally:
+        _SAVED.reset(token)
 
 
 def _shard_params(stage: Mapping[str, Any]) -> tuple[str, str]:
@@ -97,8 +126,9 @@ def reshard(documents: Sequence[Mapping[str, Any]], process_count: int) -> list[
             f"process_count must be at most {MAX_PROCESS_COUNT:,} (more processes than any JAX "
             f"cluster runs), got {process_count}."
         )
-    plan = _plan(documents)
-    return [_document(plan, k, process_count, k, process_count) for k in range(process_count)]
+    with _reading_traits():
+        plan = _plan(documents)
+        return [_document(plan, k, process_count, k, process_count) for k in range(process_count)]
 
 
 def reshard_for(
@@ -132,6 +162,13 @@ def reshard_for(
         [[2, 3], [4, 5], [6, 7]]
     """
     index, count = process_position(process_index, process_count)
+    with _reading_traits():
+        return _reshard_into(documents, iterator, index, count)
+
+
+def _reshard_into(
+    documents: Sequence[Mapping[str, Any]], iterator: object, index: int, count: int
+) -> dict[str, Any]:
     plan = _plan(documents)
     if plan.shard_at is None:
         return _document(plan, 0, 1, index, count)
@@ -157,16 +194,17 @@ def _plan(documents: Sequence[Mapping[str, Any]]) -> _Plan:
         )
         for number, d in enumerate(documents)
     ]
+    saved = _SAVED.get()
+    if saved is not None:
+        for document in checked:
+            saved.update(saved_traits(document))
     _check_all_processes(checked)
     stages = checked[0]["pipeline"]["stages"]
+    _check_declared(stages)  # What an op does to positions must be known to reshard.
     found = [number for number, item in enumerate(stages) if _traits(item).shard]
     nested = sum(_count_shards(item.get("inputs", [])) for item in stages)
     if not found and not nested:
-        try:
-            return _global_plan(checked)
-        except ReshardError:
-            _check_declared(stages)  # An undeclared op may be a shard stage: say so.
-            raise
+        return _global_plan(checked)
     streams = any(_traits(item).begins_stream for item in stages)
     if not streams or len(found) != 1 or nested:
         raise ReshardError(
@@ -196,12 +234,18 @@ def _check_all_processes(documents: list[dict[str, Any]]) -> None:
 
 def _check_declared(stages: list[dict[str, Any]]) -> None:
     for number, item in enumerate(stages):
-        if not is_declared(str(item["op"])):
+        if not _known(str(item["op"])):
             raise ReshardError(
-                f"stage {number} ({item['op']}) is of an op no imported package declared, so "
-                "what it does to positions is unknown; import the package that defines the "
-                "pipeline (e.g. `import chute`) before resharding its states."
+                f"stage {number} ({item['op']}) is of an op whose traits neither the "
+                "checkpoint carries nor any imported package declares, so what it does to "
+                "positions is unknown; import the package that declares the op before "
+                "resharding its states."
             )
+
+
+def _keeping_positions() -> list[str]:
+    known = {**declared_stages(), **(_SAVED.get() or {})}
+    return sorted(op for op, traits in known.items() if traits.keeps_positions)
 
 
 def _count_shards(branches: list[list[dict[str, Any]]]) -> int:
@@ -305,7 +349,7 @@ def _later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int
                 "position of the shard an element is (or keeps state across elements), so "
                 "the global sequence cannot be re-cut; put it before .shard(...), or "
                 f"restore with the same process count. Stages allowed after shard: "
-                f"{sorted(op for op, kept in declared_stages().items() if kept.keeps_positions)}."
+                f"{_keeping_positions()}."
             )
         if traits.begins_stream:
             streaming = True

@@ -1,10 +1,11 @@
 """chute's foundation: what every layer builds on, and nothing about any data format.
 
 The protocols of random access and checkpointable iteration, record metadata, chute's
-error types, the error budget, and the one typed description of a pipeline with the
-traits each op declares. The checks, the error ledger and the helpers for forking and
-shared memory that the layers share are in `chute_core.internal`. Sources (the formats)
-are in `chute_sources`, which also exports every name here.
+error types, the error budget, and the one typed description of a pipeline with what
+each op declares beside its implementation (`declare_op`). The checks, the error
+ledger and the helpers for forking and shared memory that the layers share are in
+`chute_core.internal`. Sources (the formats) are in `chute_sources`, which also
+exports the names here that it had before this package existed.
 
 Example:
     >>> from chute_core import ChuteError, InvalidArgumentError, read_records
@@ -37,15 +38,18 @@ from ._errors import SourceFileError as SourceFileError
 from ._errors import SourceFileNotFoundError as SourceFileNotFoundError
 from ._metadata import DROPPED as DROPPED
 from ._metadata import RecordMetadata as RecordMetadata
+from ._ops import OpDeclaration as OpDeclaration
+from ._ops import StageTraits as StageTraits
+from ._ops import declare_op as declare_op
+from ._ops import declare_stage as declare_stage
+from ._ops import declared_op as declared_op
+from ._ops import declared_stages as declared_stages
+from ._ops import is_declared as is_declared
+from ._ops import stage_traits as stage_traits
 from ._pipeline import PipelineDescription as PipelineDescription
 from ._pipeline import PipelineStage as PipelineStage
 from ._pipeline import PositionLayout as PositionLayout
-from ._pipeline import StageTraits as StageTraits
 from ._pipeline import WrapperLayout as WrapperLayout
-from ._pipeline import declare_stage as declare_stage
-from ._pipeline import declared_stages as declared_stages
-from ._pipeline import is_declared as is_declared
-from ._pipeline import stage_traits as stage_traits
 from ._protocols import CheckpointableIterator as CheckpointableIterator
 from ._protocols import IteratorState as IteratorState
 from ._protocols import JsonValue as JsonValue
@@ -71,6 +75,7 @@ __all__ = [
     "ObjectStorageError",
     "ObjectStoragePermissionError",
     "ObjectStorageReadError",
+    "OpDeclaration",
     "PipelineDescription",
     "PipelineStage",
     "PositionLayout",
@@ -87,7 +92,9 @@ __all__ = [
     "StageTraits",
     "SupportsGetItems",
     "WrapperLayout",
+    "declare_op",
     "declare_stage",
+    "declared_op",
     "declared_stages",
     "is_declared",
     "read_records",

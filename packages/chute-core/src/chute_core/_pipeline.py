@@ -4,9 +4,10 @@ A pipeline is described as a tuple of `PipelineStage`s: each names its op, holds
 parameters (as objects, and as the short text `print` shows), the stages of its inputs
 (a mix has several), and points to its `StageTraits`: what the stage does to positions
 and which of its parameters are performance knobs. Traits are declared once per op, by
-the package that owns the op (`declare_stage`), so every layer that reasons about a
-pipeline (the checkpoint's fingerprint and resharding, the worker planner, `repr`)
-dispatches on declared properties, never on op names it would have to know.
+the package that owns the op, beside it (`declare_op`, in `chute_core._ops`), so every
+layer that reasons about a pipeline (the checkpoint's fingerprint and resharding, the
+worker planner, `repr`) dispatches on declared properties, never on op names it would
+have to know.
 
 Example:
     >>> shuffle = PipelineStage("shuffle", (("seed", "3"),), raw=(("seed", 3),))
@@ -25,108 +26,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-__all__ = [
-    "PipelineDescription",
-    "PipelineStage",
-    "PositionLayout",
-    "StageTraits",
-    "WrapperLayout",
-    "declare_stage",
-    "declared_stages",
-    "is_declared",
-    "stage_traits",
-]
+from ._ops import StageTraits, stage_traits
 
-
-@dataclasses.dataclass(frozen=True)
-class StageTraits:
-    """What a stage does to the positions of the stream, declared by the op's owner.
-
-    Attributes:
-        elementwise: its output for an element depends on that element alone (and its
-            origin), so it may run on any chunk of positions in any process.
-        keeps_positions: element `i` of its output comes from position `i` of its
-            input, so the stages before it can be re-cut across processes.
-        drops: it may keep fewer elements than it reads (a filter).
-        random: it draws from a seed (counted to derive the next random stage's).
-        begins_stream: the stages after it are a stream (iterator) over the positions
-            it reads in order; before it, the pipeline is random-access.
-        shard: the names of its (shard index, shard count) parameters, if it takes one
-            shard of its input by stride.
-        groups: the parameter giving how many input positions make one output
-            position, for a random-access stage (a batch before the stream begins).
-        chunk: the parameter giving how many positions one chunk of its state holds
-            (its state counts chunks and an offset, not positions).
-        records_skips: its state lists skipped elements by their positions, which
-            another cut of the data would number differently.
-        performance: parameters that never change the elements (worker counts, buffer
-            sizes): left out of fingerprints, so a checkpoint restores across them.
-
-    Example:
-        >>> StageTraits(elementwise=True).keeps_positions
-        False
-    """
-
-    elementwise: bool = False
-    keeps_positions: bool = False
-    drops: bool = False
-    random: bool = False
-    begins_stream: bool = False
-    shard: tuple[str, str] | None = None
-    groups: str | None = None
-    chunk: str | None = None
-    records_skips: bool = False
-    performance: frozenset[str] = frozenset()
-
-
-_UNDECLARED = StageTraits()
-_TRAITS: dict[str, StageTraits] = {}
-
-
-def declare_stage(op: str, traits: StageTraits) -> None:
-    """Declares the traits of the op `op` (by the package that defines the op).
-
-    Declaring the same op again with other traits is a mistake and raises.
-
-    Example:
-        >>> declare_stage("docs_example", StageTraits())
-        >>> is_declared("docs_example"), stage_traits("docs_example").elementwise
-        (True, False)
-    """
-    known = _TRAITS.setdefault(op, traits)
-    if known != traits:
-        raise ValueError(f"stage {op!r} is already declared, with other traits: {known}.")
-
-
-def is_declared(op: str) -> bool:
-    """Whether a package declared the op `op` (see `declare_stage`).
-
-    Example:
-        >>> is_declared("no such op")
-        False
-    """
-    return op in _TRAITS
-
-
-def declared_stages() -> dict[str, StageTraits]:
-    """Every declared op and its traits (a copy), e.g. to list what a check allows.
-
-    Example:
-        >>> declare_stage("docs_example", StageTraits())
-        >>> declared_stages()["docs_example"].keeps_positions
-        False
-    """
-    return dict(_TRAITS)
-
-
-def stage_traits(op: str) -> StageTraits:
-    """The declared traits of `op`; an undeclared op has none (all False).
-
-    Example:
-        >>> stage_traits("no such op") == StageTraits()
-        True
-    """
-    return _TRAITS.get(op, _UNDECLARED)
+__all__ = ["PipelineDescription", "PipelineStage", "PositionLayout", "WrapperLayout"]
 
 
 @dataclasses.dataclass(frozen=True)

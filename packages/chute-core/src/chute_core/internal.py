@@ -11,6 +11,10 @@ user's code should use the names of `chute_core` (or `chute`) instead.
   `quiet_during_forks` / `threads_quieted` for chute's own background threads.
 - Shared-memory files: their folder, names, owners, creation and clean-up.
 - `distinct`: the sorted distinct values of an integer array.
+- The resume check every checkpointable iterator passes: `assert_resumes`, with
+  `collect_with_states` and `assert_trees_equal` (tests reach them through
+  `chute_testing`; `chute.grain` offers it as Grain's
+  `assert_equal_output_after_checkpoint`).
 
 Example:
     >>> from chute_core.internal import check_int
@@ -50,6 +54,7 @@ from ._fork import (
     thread_count,
     threads_quieted,
 )
+from ._resume_check import assert_resumes, assert_trees_equal, collect_with_states
 from ._shm import (
     SHM_DIR_ENV,
     SHM_PREFIX,
@@ -72,6 +77,8 @@ __all__ = [
     "ErrorLedger",
     "Key",
     "active_ledger",
+    "assert_resumes",
+    "assert_trees_equal",
     "check_bool",
     "check_count",
     "check_dataset",
@@ -81,6 +88,7 @@ __all__ = [
     "check_sequence",
     "check_state",
     "check_weights",
+    "collect_with_states",
     "create_segment_file",
     "distinct",
     "fork_refusal",

@@ -1,6 +1,7 @@
 """chute's device layer: batches onto accelerators, many JAX processes as one loader.
 
-The only layer below the meta-package that imports jax. `device_put` keeps host
+The only layer below the meta-package that imports jax, and only once one of its
+names is used: `import chute_device` alone declares its op, `to_device`. `device_put` keeps host
 batches and device transfers ahead of the training step; `host_rows` and `row_split`
 say which rows of a global batch this process must load for a sharding;
 `ShardByJaxProcess` and `shard_options_for_mesh` give each process its share of a
@@ -15,10 +16,47 @@ Example:
     [0, 1, 2, 3]
 """
 
-from ._api import DevicePutIterable, device_put
-from ._device_put import DevicePutIter, LockstepError
-from ._global_batch import put_batch
-from ._sharding import RowSplit, ShardByJaxProcess, host_rows, row_split, shard_options_for_mesh
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._op import TO_DEVICE
+
+if TYPE_CHECKING:
+    from ._api import DevicePutIterable, device_put
+    from ._device_put import DevicePutIter, LockstepError
+    from ._global_batch import put_batch
+    from ._sharding import (
+        RowSplit,
+        ShardByJaxProcess,
+        host_rows,
+        row_split,
+        shard_options_for_mesh,
+    )
+
+# jax loads with the first of these names used: importing chute_device alone (which
+# declares `to_device`) does not import it.
+_LAZY = {
+    "DevicePutIterable": "._api",
+    "device_put": "._api",
+    "DevicePutIter": "._device_put",
+    "LockstepError": "._device_put",
+    "put_batch": "._global_batch",
+    "RowSplit": "._sharding",
+    "ShardByJaxProcess": "._sharding",
+    "host_rows": "._sharding",
+    "row_split": "._sharding",
+    "shard_options_for_mesh": "._sharding",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'chute_device' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DevicePutIter",
@@ -26,6 +64,7 @@ __all__ = [
     "LockstepError",
     "RowSplit",
     "ShardByJaxProcess",
+    "TO_DEVICE",
     "device_put",
     "host_rows",
     "put_batch",

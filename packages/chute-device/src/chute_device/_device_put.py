@@ -8,7 +8,11 @@ from typing import Any, TypeVar
 import jax
 import numpy as np
 
-from chute_core import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_core import (
+    CheckpointableIterator,
+    InvalidStateError,
+    IteratorState,
+)
 from chute_core.internal import check_int
 from chute_execution import ThreadPrefetchIter
 from chute_samplers import IterNode

@@ -7,11 +7,13 @@ from typing import Literal
 
 from chute_core.internal import check_count
 
-__all__ = ["MultiprocessingOptions"]
+__all__ = ["WORKER_KNOBS", "MultiprocessingOptions"]
 
 StartMethod = Literal["auto", "forkserver", "spawn"]
 
 _START_METHODS = ("auto", "forkserver", "spawn")
+WORKER_KNOBS = frozenset({"num_workers", "worker_buffer_size", "per_worker_buffer_size"})
+"""The worker stage's parameters that never change the elements (left out of fingerprints)."""
 
 
 @dataclasses.dataclass(frozen=True)

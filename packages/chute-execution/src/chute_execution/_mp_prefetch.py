@@ -26,14 +26,14 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from chute_core import ChuteError, InvalidStateError, IteratorState
+from chute_core import ChuteError, InvalidStateError, IteratorState, StageTraits, declare_op
 from chute_core.internal import Key, active_ledger, state_dict, state_int
 from chute_samplers import IterNode
 
 from ._chunk_plan import ChunkPlan, ChunkResult, Skip, outputs_before
-from ._chunk_trace import ConsumerTrace
+from ._consumer_trace import ConsumerTrace
 from ._leases import LeaseBook, default_budget
-from ._mp_options import MultiprocessingOptions
+from ._mp_options import WORKER_KNOBS, MultiprocessingOptions
 from ._mp_resources import Resources as _Resources
 from ._mp_resources import WorkerError, rebuild_failure
 from ._shipping import ship
@@ -42,7 +42,7 @@ from ._transport.codec import SlabMessage
 from ._worker import WorkerFailure
 from ._worker_pool import WorkerDiedError, WorkerPool, WorkerTimeoutError
 
-__all__ = ["MultiprocessPrefetchIter", "WorkerError"]
+__all__ = ["MP_PREFETCH", "MultiprocessPrefetchIter", "WorkerError"]
 
 
 class MultiprocessPrefetchIter(IterNode[Any]):
@@ -180,8 +180,6 @@ class MultiprocessPrefetchIter(IterNode[Any]):
     @property
     def origin(self) -> tuple[int, ...] | None:
         return self._last_origin
-
-    # --- the error budget -------------------------------------------------------------
 
     @property
     def next_skip(self) -> int:
@@ -492,3 +490,11 @@ class MultiprocessPrefetchIter(IterNode[Any]):
             f"MultiprocessPrefetchIter(num_workers={self._options.num_workers}, "
             f"chunk_size={self._plan.chunk_size})"
         )
+
+
+MP_PREFETCH = declare_op(
+    "mp_prefetch",
+    StageTraits(keeps_positions=True, chunk="chunk_size", performance=WORKER_KNOBS),
+    iter_node=MultiprocessPrefetchIter,
+)
+"""The op's declaration (see `chute_core.declare_op`)."""

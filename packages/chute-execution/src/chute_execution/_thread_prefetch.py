@@ -5,13 +5,13 @@ from __future__ import annotations
 import weakref
 from typing import Any, TypeVar, cast
 
-from chute_core import CheckpointableIterator, IteratorState
+from chute_core import CheckpointableIterator, IteratorState, StageTraits, declare_op
 from chute_core.internal import check_count
 from chute_samplers import IterNode
 
 from ._channel import ELEMENT, END, Channel
 
-__all__ = ["ThreadPrefetchIter"]
+__all__ = ["PREFETCH", "ThreadPrefetchIter"]
 
 T = TypeVar("T")
 
@@ -185,3 +185,11 @@ class ThreadPrefetchIter(IterNode[T]):
 
     def __repr__(self) -> str:
         return f"ThreadPrefetchIter({self._parent!r}, buffer_size={self._buffer_size})"
+
+
+PREFETCH = declare_op(
+    "prefetch",
+    StageTraits(keeps_positions=True, performance=frozenset({"buffer_size"})),
+    iter_node=ThreadPrefetchIter,
+)
+"""The op's declaration (see `chute_core.declare_op`)."""

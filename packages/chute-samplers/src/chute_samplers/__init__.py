@@ -31,6 +31,7 @@ from ._node import ENDLESS as ENDLESS
 from ._node import EpochArray as EpochArray
 from ._node import MapNode as MapNode
 from ._node import PositionArray as PositionArray
+from ._node import SliceMap as SliceMap
 from ._node import fetch as fetch
 from ._node import node_epoch_length as node_epoch_length
 from ._permutation import Permutation as Permutation
@@ -48,7 +49,6 @@ from ._shard import ShardMap as ShardMap
 from ._shard_options import NoSharding as NoSharding
 from ._shard_options import ShardOptions as ShardOptions
 from ._shuffle import ShuffleMap as ShuffleMap
-from ._slice import SliceMap as SliceMap
 from ._window_shuffle import WindowShuffleIter as WindowShuffleIter
 from ._zip import ZipIter as ZipIter
 from ._zip import ZipMap as ZipMap

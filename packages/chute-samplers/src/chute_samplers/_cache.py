@@ -12,6 +12,8 @@ from chute_core import (
     InvalidStateError,
     IteratorState,
     RandomAccessDataSource,
+    StageTraits,
+    declare_op,
 )
 from chute_core.internal import check_dataset, state_bool, state_dict, state_int, state_parent
 
@@ -19,7 +21,7 @@ from ._iter_base import IterNode
 from ._mix_iter import check_iterator
 from ._node import EpochArray, MapNode, PositionArray, fetch
 
-__all__ = ["CacheIter", "CacheMap"]
+__all__ = ["CACHE", "CacheIter", "CacheMap"]
 
 T = TypeVar("T")
 
@@ -200,3 +202,7 @@ class CacheIter(IterNode[T]):
 def _as_json(state: IteratorState) -> str:
     """`state` as canonical JSON: states compare by type too (`False` is not `0`)."""
     return json.dumps(state, sort_keys=True)
+
+
+CACHE = declare_op("cache", StageTraits(), map_node=CacheMap, iter_node=CacheIter)
+"""The op's declaration (see `chute_core.declare_op`)."""

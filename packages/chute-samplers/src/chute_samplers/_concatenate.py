@@ -9,7 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from chute_core import CheckpointableIterator, IteratorState, RandomAccessDataSource
+from chute_core import (
+    CheckpointableIterator,
+    IteratorState,
+    RandomAccessDataSource,
+    StageTraits,
+    declare_op,
+)
 from chute_core.internal import (
     check_dataset,
     check_sequence,
@@ -23,7 +29,7 @@ from ._iter_base import IterNode
 from ._mix_iter import check_iterator
 from ._node import ENDLESS, EpochArray, MapNode, PositionArray, fetch
 
-__all__ = ["ConcatenateIter", "ConcatenateMap"]
+__all__ = ["CONCATENATE", "ConcatenateIter", "ConcatenateMap"]
 
 
 class ConcatenateMap(MapNode[Any]):
@@ -146,3 +152,12 @@ class ConcatenateIter(IterNode[Any]):
 
     def __repr__(self) -> str:
         return f"ConcatenateIter({len(self._parents)} parents)"
+
+
+CONCATENATE = declare_op(
+    "concatenate",
+    StageTraits(),
+    map_node=ConcatenateMap,
+    iter_node=ConcatenateIter,
+)
+"""The op's declaration (see `chute_core.declare_op`)."""

@@ -5,13 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeAlias, TypeVar, cast
 
-from chute_core import CheckpointableIterator, InvalidStateError, IteratorState, JsonValue
+from chute_core import (
+    CheckpointableIterator,
+    InvalidStateError,
+    IteratorState,
+    JsonValue,
+    StageTraits,
+    declare_op,
+)
 from chute_core.internal import check_int, check_sequence, state_dict, state_int
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
 
-__all__ = ["InterleaveIter"]
+__all__ = ["INTERLEAVE", "InterleaveIter"]
 
 T = TypeVar("T")
 
@@ -159,3 +166,7 @@ class InterleaveIter(IterNode[T]):
 
     def __repr__(self) -> str:
         return f"InterleaveIter({len(self._inputs)} inputs, cycle_length={self._cycle_length})"
+
+
+INTERLEAVE = declare_op("interleave", StageTraits(), iter_node=InterleaveIter)
+"""The op's declaration (see `chute_core.declare_op`)."""

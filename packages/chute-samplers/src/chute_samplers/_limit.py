@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from chute_core import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_core import (
+    CheckpointableIterator,
+    InvalidStateError,
+    IteratorState,
+    StageTraits,
+    declare_op,
+)
 from chute_core.internal import check_int, state_dict, state_int, state_parent
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
 
-__all__ = ["LimitIter"]
+__all__ = ["LIMIT", "LimitIter"]
 
 T = TypeVar("T")
 
@@ -76,3 +82,7 @@ class LimitIter(IterNode[T]):
 
     def __repr__(self) -> str:
         return f"LimitIter(count={self._count})"
+
+
+LIMIT = declare_op("limit", StageTraits(), iter_node=LimitIter)
+"""The op's declaration (see `chute_core.declare_op`)."""

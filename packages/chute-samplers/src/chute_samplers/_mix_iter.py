@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from chute_core import CheckpointableIterator, IteratorState
+from chute_core import CheckpointableIterator, IteratorState, StageTraits, declare_op
 from chute_core.internal import (
     check_sequence,
     restore_all,
@@ -16,9 +16,10 @@ from chute_core.internal import (
 )
 
 from ._iter_base import IterNode
+from ._mix import MixMap
 from ._schedule import MixSchedule
 
-__all__ = ["MixIter", "check_iterator"]
+__all__ = ["MIX", "MixIter", "check_iterator"]
 
 T = TypeVar("T")
 
@@ -117,3 +118,7 @@ class MixIter(IterNode[T]):
 
     def __repr__(self) -> str:
         return f"MixIter({len(self._iterators)} components, {self._schedule!r})"
+
+
+MIX = declare_op("mix", StageTraits(), map_node=MixMap, iter_node=MixIter)
+"""The op's declaration (see `chute_core.declare_op`)."""

@@ -5,13 +5,14 @@ from __future__ import annotations
 import sys
 from typing import TypeVar
 
-from chute_core import CheckpointableIterator, IteratorState
+from chute_core import CheckpointableIterator, IteratorState, StageTraits, declare_op
 from chute_core.internal import check_optional_int, state_dict, state_int, state_parent
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
+from ._repeat import RepeatMap
 
-__all__ = ["RepeatIter"]
+__all__ = ["REPEAT", "RepeatIter"]
 
 T = TypeVar("T")
 
@@ -94,3 +95,7 @@ class RepeatIter(IterNode[T]):
 
     def __repr__(self) -> str:
         return f"RepeatIter(num_epochs={self._num_epochs})"
+
+
+REPEAT = declare_op("repeat", StageTraits(), map_node=RepeatMap, iter_node=RepeatIter)
+"""The op's declaration (see `chute_core.declare_op`)."""

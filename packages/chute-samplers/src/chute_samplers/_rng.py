@@ -23,11 +23,12 @@ import numpy as np
 import numpy.typing as npt
 from numpy.random.bit_generator import ISpawnableSeedSequence
 
+from chute_core import StageTraits, declare_op
 from chute_core.internal import check_int, check_seed
 
 from ._hashing import MASK64, hash_ints, tag
 
-__all__ = ["record_rng", "record_rngs"]
+__all__ = ["SEED", "record_rng", "record_rngs"]
 
 _TAG = tag("chute.record_rng")
 _SPAWN_TAG = tag("chute.record_rng.spawn")
@@ -141,3 +142,7 @@ def record_rngs(
         generator(philox(_PhiloxKey(words, shared), counter=counter))  # type: ignore[arg-type]
         for counter in counters
     ]
+
+
+SEED = declare_op("seed", StageTraits(keeps_positions=True))
+"""The op's declaration (see `chute_core.declare_op`)."""

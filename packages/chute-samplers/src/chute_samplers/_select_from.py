@@ -8,13 +8,13 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from chute_core import RandomAccessDataSource
+from chute_core import RandomAccessDataSource, StageTraits, declare_op
 from chute_core.internal import check_dataset, check_sequence
 
 from ._mix import gather
 from ._node import EpochArray, MapNode, PositionArray
 
-__all__ = ["SelectFromMap"]
+__all__ = ["SELECT_FROM", "SelectFromMap"]
 
 T = TypeVar("T")
 
@@ -95,3 +95,7 @@ class SelectFromMap(MapNode[T]):
 
     def __repr__(self) -> str:
         return f"SelectFromMap({list(self._parents)!r}, selector of length {len(self)})"
+
+
+SELECT_FROM = declare_op("select_from", StageTraits(), map_node=SelectFromMap)
+"""The op's declaration (see `chute_core.declare_op`)."""

@@ -10,13 +10,13 @@ from typing import TypeVar
 
 import numpy as np
 
-from chute_core import DROPPED, IteratorState, RandomAccessDataSource
+from chute_core import DROPPED, IteratorState, RandomAccessDataSource, StageTraits, declare_op
 from chute_core.internal import active_ledger, check_dataset, check_int, state_position
 
 from ._iter_base import IterNode
 from ._span import Span, read_span, reader_name
 
-__all__ = ["SequentialIter"]
+__all__ = ["TO_ITER_DATASET", "SequentialIter"]
 
 T = TypeVar("T")
 
@@ -214,3 +214,11 @@ class SequentialIter(IterNode[T]):
 
     def __repr__(self) -> str:
         return f"SequentialIter({self._dataset!r}, position={self._position})"
+
+
+TO_ITER_DATASET = declare_op(
+    "to_iter_dataset",
+    StageTraits(keeps_positions=True, begins_stream=True, performance=frozenset({"read_options"})),
+    iter_node=SequentialIter,
+)
+"""The op's declaration (see `chute_core.declare_op`)."""

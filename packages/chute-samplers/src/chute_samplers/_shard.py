@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from chute_core import RandomAccessDataSource
+from chute_core import RandomAccessDataSource, StageTraits, declare_op
 from chute_core.internal import check_bool, check_dataset, check_int
 
 from ._node import EpochArray, MapNode, PositionArray, fetch, node_epoch_length
 from ._shard_options import ShardOptions
 
-__all__ = ["ShardMap"]
+__all__ = ["SHARD", "ShardMap"]
 
 T = TypeVar("T")
 
@@ -104,3 +104,7 @@ class ShardMap(MapNode[T]):
             f"ShardMap({self._parent!r}, shard_index={o.shard_index}, "
             f"shard_count={o.shard_count}, drop_remainder={o.drop_remainder})"
         )
+
+
+SHARD = declare_op("shard", StageTraits(shard=("shard_index", "shard_count")), map_node=ShardMap)
+"""The op's declaration (see `chute_core.declare_op`)."""

@@ -6,13 +6,13 @@ from typing import TypeVar
 
 import numpy as np
 
-from chute_core import RandomAccessDataSource
+from chute_core import RandomAccessDataSource, StageTraits, declare_op
 from chute_core.internal import check_dataset, check_seed, distinct
 
 from ._node import EpochArray, MapNode, PositionArray, consecutive, fetch, node_epoch_length
 from ._permutation import Permutation
 
-__all__ = ["ShuffleMap"]
+__all__ = ["SHUFFLE", "ShuffleMap"]
 
 T = TypeVar("T")
 
@@ -142,3 +142,7 @@ class ShuffleMap(MapNode[T]):
 
     def __repr__(self) -> str:
         return f"ShuffleMap({self._parent!r}, seed={self._seed})"
+
+
+SHUFFLE = declare_op("shuffle", StageTraits(random=True), map_node=ShuffleMap)
+"""The op's declaration (see `chute_core.declare_op`)."""

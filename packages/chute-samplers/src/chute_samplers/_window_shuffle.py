@@ -5,14 +5,20 @@ from __future__ import annotations
 import sys
 from typing import TypeVar
 
-from chute_core import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_core import (
+    CheckpointableIterator,
+    InvalidStateError,
+    IteratorState,
+    StageTraits,
+    declare_op,
+)
 from chute_core.internal import check_int, check_seed, state_dict, state_int
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
 from ._permutation import Permutation
 
-__all__ = ["WindowShuffleIter"]
+__all__ = ["WINDOW_SHUFFLE", "WindowShuffleIter"]
 
 T = TypeVar("T")
 
@@ -134,3 +140,11 @@ class WindowShuffleIter(IterNode[T]):
             f"WindowShuffleIter({self._parent!r}, window_size={self._window_size}, "
             f"seed={self._seed})"
         )
+
+
+WINDOW_SHUFFLE = declare_op(
+    "window_shuffle",
+    StageTraits(random=True),
+    iter_node=WindowShuffleIter,
+)
+"""The op's declaration (see `chute_core.declare_op`)."""

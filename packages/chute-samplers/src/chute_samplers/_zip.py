@@ -5,14 +5,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from chute_core import DROPPED, CheckpointableIterator, IteratorState, RandomAccessDataSource
+from chute_core import (
+    DROPPED,
+    CheckpointableIterator,
+    IteratorState,
+    RandomAccessDataSource,
+    StageTraits,
+    declare_op,
+)
 from chute_core.internal import check_dataset, check_sequence, restore_all, state_dict, state_dicts
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
 from ._node import EpochArray, MapNode, PositionArray, fetch
 
-__all__ = ["ZipIter", "ZipMap"]
+__all__ = ["ZIP", "ZipIter", "ZipMap"]
 
 
 class ZipMap(MapNode[tuple[Any, ...]]):
@@ -136,3 +143,7 @@ class ZipIter(IterNode[tuple[Any, ...]]):
 
     def __repr__(self) -> str:
         return f"ZipIter({len(self._parents)} parents)"
+
+
+ZIP = declare_op("zip", StageTraits(), map_node=ZipMap, iter_node=ZipIter)
+"""The op's declaration (see `chute_core.declare_op`)."""

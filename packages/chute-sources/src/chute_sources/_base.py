@@ -9,11 +9,11 @@ from typing import Any, Generic, Self, SupportsIndex, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from chute_core import SourceClosedError
+from chute_core import SourceClosedError, StageTraits, declare_op
 
 from ._keys import normalize_key, normalize_keys
 
-__all__ = ["Source"]
+__all__ = ["SOURCE", "Source"]
 
 T = TypeVar("T")
 
@@ -88,3 +88,7 @@ class Source(abc.ABC, Generic[T]):
     def __repr__(self) -> str:
         params = ", ".join(f"{key}={value!r}" for key, value in self._params().items())
         return f"{type(self).__name__}({params})"
+
+
+SOURCE = declare_op("source", StageTraits())
+"""The op's declaration (see `chute_core.declare_op`)."""

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from chute_core import InvalidArgumentError, LengthOverflowError
+from chute_core import InvalidArgumentError, LengthOverflowError, StageTraits, declare_op
 from chute_core.internal import check_int
 
 from ._base import Source
@@ -16,7 +16,7 @@ from ._base import Source
 _VECTOR_LIMIT = 2**31
 """Ranges whose bounds stay below this are read with NumPy (int64 cannot overflow)."""
 
-__all__ = ["RangeSource"]
+__all__ = ["RANGE", "RangeSource"]
 
 
 class RangeSource(Source[int]):
@@ -86,3 +86,7 @@ class RangeSource(Source[int]):
 
     def _params(self) -> dict[str, Any]:
         return {"start": self.start, "stop": self.stop, "step": self.step}
+
+
+RANGE = declare_op("range", StageTraits(), map_node=RangeSource)
+"""The op's declaration (see `chute_core.declare_op`)."""

@@ -11,9 +11,9 @@ pack variable-length sequences for language-model training.
 Example:
     >>> import numpy as np
     >>> from chute_transforms import BatchIter
-    >>> from chute_transforms.testing import ListIterator
+    >>> from chute_samplers import SequentialIter
     >>> elements = [{"x": np.full(2, i), "label": i} for i in range(5)]
-    >>> batches = BatchIter(ListIterator(elements), 2, drop_remainder=True)
+    >>> batches = BatchIter(SequentialIter(elements), 2, drop_remainder=True)
     >>> [batch["label"].tolist() for batch in batches]
     [[0, 1], [2, 3]]
 """

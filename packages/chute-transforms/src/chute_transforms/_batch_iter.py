@@ -5,17 +5,25 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any, Self
 
-from chute_core import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_core import (
+    CheckpointableIterator,
+    InvalidStateError,
+    IteratorState,
+    StageTraits,
+    declare_op,
+)
 from chute_core.internal import state_dict, state_int, state_parent
 from chute_samplers import IterNode
 
 from ._batch import BatchFn
 from ._batch_tree import make_batch, unbatch_elements
 from ._errors import BatchError
+from ._map_structure_ops import BatchMap
 from ._origins import child_origin
 from ._transforms import BatchTransform, check_batch_options
+from ._unbatch_map import UnbatchMap
 
-__all__ = ["BatchIter", "UnbatchIter"]
+__all__ = ["BATCH", "UNBATCH", "BatchIter", "UnbatchIter"]
 
 
 class BatchIter(IterNode[Any]):
@@ -45,15 +53,15 @@ class BatchIter(IterNode[Any]):
 
     Example:
         >>> from chute_transforms import BatchIter
-        >>> from chute_transforms.testing import ListIterator
-        >>> it = BatchIter(ListIterator([1, 2, 3, 4, 5]), 2)
+        >>> from chute_samplers import SequentialIter
+        >>> it = BatchIter(SequentialIter([1, 2, 3, 4, 5]), 2)
         >>> next(it), it.get_state()
-        (array([1, 2]), {'parent': {'index': 2}})
+        (array([1, 2]), {'parent': {'position': 2}})
         >>> list(it)
         [array([3, 4]), array([5])]
         >>> it.origin  # Of the element 5: index 4 of the list.
         (4,)
-        >>> list(BatchIter(ListIterator([1, 2, 3]), 2, pad=True))[-1]
+        >>> list(BatchIter(SequentialIter([1, 2, 3]), 2, pad=True))[-1]
         (array([3, 0]), array([ True, False]))
     """
 
@@ -85,8 +93,8 @@ class BatchIter(IterNode[Any]):
 
         Example:
             >>> from chute_transforms import BatchTransform
-            >>> from chute_transforms.testing import ListIterator
-            >>> BatchIter.from_transform(ListIterator([1]), BatchTransform(4, pad=True))
+            >>> from chute_samplers import SequentialIter
+            >>> BatchIter.from_transform(SequentialIter([1]), BatchTransform(4, pad=True))
             BatchIter(batch_size=4, drop_remainder=False, pad=True)
         """
         return cls(
@@ -167,10 +175,10 @@ class UnbatchIter(IterNode[Any]):
 
     Example:
         >>> import numpy as np
-        >>> from chute_transforms.testing import ListIterator
-        >>> it = UnbatchIter(ListIterator([np.array([1, 2]), np.array([3])]))
+        >>> from chute_samplers import SequentialIter
+        >>> it = UnbatchIter(SequentialIter([np.array([1, 2]), np.array([3])]))
         >>> int(next(it)), it.get_state(), it.origin
-        (1, {'parent': {'index': 0}, 'offset': 1}, (0, 0))
+        (1, {'parent': {'position': 0}, 'offset': 1}, (0, 0))
         >>> [(int(x), it.origin) for x in it]
         [(2, (0, 1)), (3, (1, 0))]
     """
@@ -248,3 +256,16 @@ class UnbatchIter(IterNode[Any]):
         parent = state_parent(self, checked)
         self._parent.set_state(parent)
         self._start, self._rows, self._offset, self._pending = parent, [], 0, offset
+
+
+BATCH = declare_op(
+    "batch",
+    StageTraits(keeps_positions=True, groups="batch_size", performance=frozenset({"rows"})),
+    map_node=BatchMap,
+    iter_node=BatchIter,
+)
+"""The op's declaration (see `chute_core.declare_op`)."""
+
+
+UNBATCH = declare_op("unbatch", StageTraits(), map_node=UnbatchMap, iter_node=UnbatchIter)
+"""The op's declaration (see `chute_core.declare_op`)."""

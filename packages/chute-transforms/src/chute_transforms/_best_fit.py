@@ -51,17 +51,17 @@ class BestFitPackIter(BinPackIter):
     Example:
         >>> import numpy as np
         >>> from chute_transforms import FirstFitPackIter
-        >>> from chute_transforms.testing import ListIterator
+        >>> from chute_samplers import SequentialIter
         >>> docs = [{"t": np.arange(1, n + 1)} for n in (2, 3, 1, 2)]
-        >>> rows = list(BestFitPackIter(ListIterator(docs), length=4, num_packing_bins=2))
+        >>> rows = list(BestFitPackIter(SequentialIter(docs), length=4, num_packing_bins=2))
         >>> [row["t"].tolist() for row in rows]  # The 1 goes with the 3, not the 2.
         [[1, 2, 3, 1], [1, 2, 1, 2]]
         >>> rows[0]["t_segment_ids"].tolist(), rows[0]["t_positions"].tolist()
         ([1, 1, 1, 2], [0, 1, 2, 0])
-        >>> first = FirstFitPackIter(ListIterator(docs), length=4, num_packing_bins=2)
+        >>> first = FirstFitPackIter(SequentialIter(docs), length=4, num_packing_bins=2)
         >>> [row["t"].tolist() for row in first], round(first.padding_fraction, 3)
         ([[1, 2, 1, 0], [1, 2, 3, 0], [1, 2, 0, 0]], 0.333)
-        >>> it = BestFitPackIter(ListIterator(docs), 4, 2, max_sequences_per_bin=1)
+        >>> it = BestFitPackIter(SequentialIter(docs), 4, 2, max_sequences_per_bin=1)
         >>> [row["t"].tolist() for row in it], it.padding_fraction
         ([[1, 2, 0, 0], [1, 2, 3, 0], [1, 0, 0, 0], [1, 2, 0, 0]], 0.5)
     """

@@ -71,17 +71,17 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
 
     Example:
         >>> import numpy as np
-        >>> from chute_transforms.testing import ListIterator
+        >>> from chute_samplers import SequentialIter
         >>> docs = [{"t": np.array([1, 2, 3])}, {"t": np.array([4, 5])}, {"t": np.array([6])}]
-        >>> rows = list(ConcatSplitIter(ListIterator(docs), length=4))
+        >>> rows = list(ConcatSplitIter(SequentialIter(docs), length=4))
         >>> [row["t"].tolist() for row in rows]
         [[1, 2, 3, 4], [5, 6, 0, 0]]
         >>> rows[1]["t_segment_ids"].tolist(), rows[1]["t_positions"].tolist()
         ([1, 2, 0, 0], [0, 0, 0, 0])
-        >>> it = ConcatSplitIter(ListIterator(docs), length=4)
+        >>> it = ConcatSplitIter(SequentialIter(docs), length=4)
         >>> [it.origin for _ in it]  # Row 1 starts inside element 1 (item 1 of the list).
         [(0,), (1,)]
-        >>> [row["t"].tolist() for row in ConcatSplitIter(ListIterator(docs), 4, bos_id=9)]
+        >>> [row["t"].tolist() for row in ConcatSplitIter(SequentialIter(docs), 4, bos_id=9)]
         [[9, 2, 3, 9], [9, 9, 0, 0]]
     """
 

@@ -46,14 +46,14 @@ class FirstFitPackIter(BinPackIter):
 
     Example:
         >>> import numpy as np
-        >>> from chute_transforms.testing import ListIterator
+        >>> from chute_samplers import SequentialIter
         >>> docs = [{"t": np.array([1, 2, 3])}, {"t": np.array([4, 5])}, {"t": np.array([6])}]
-        >>> rows = list(FirstFitPackIter(ListIterator(docs), length=4, num_packing_bins=2))
+        >>> rows = list(FirstFitPackIter(SequentialIter(docs), length=4, num_packing_bins=2))
         >>> [row["t"].tolist() for row in rows]
         [[1, 2, 3, 6], [4, 5, 0, 0]]
         >>> rows[0]["t_segment_ids"].tolist(), rows[0]["t_positions"].tolist()
         ([1, 1, 1, 2], [0, 1, 2, 0])
-        >>> it = FirstFitPackIter(ListIterator(docs), length=4, num_packing_bins=2)
+        >>> it = FirstFitPackIter(SequentialIter(docs), length=4, num_packing_bins=2)
         >>> [it.origin for _ in it]  # The elements that opened the rows.
         [(0,), (1,)]
         >>> it.padding_fraction  # 2 of the 8 slots returned are padding.

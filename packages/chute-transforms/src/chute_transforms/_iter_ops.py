@@ -24,7 +24,13 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from chute_core import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_core import (
+    CheckpointableIterator,
+    InvalidStateError,
+    IteratorState,
+    StageTraits,
+    declare_op,
+)
 from chute_core.internal import active_ledger, state_dict, state_int, state_parent
 from chute_samplers import IterNode, record_rng
 from chute_samplers.internal import origin_key
@@ -36,12 +42,24 @@ from ._adapters import (
     as_map_with_index_fn,
     as_random_map_fn,
 )
-from ._map_ops import fn_name
+from ._map_ops import FilterMap, MapMap, MapWithIndexMap, RandomMapMap, fn_name
+from ._map_structure_ops import FlatMapMap
 from ._origins import child_origin
 from ._record_rng import OriginRecords, check_key_kind, record_key_rngs
 from ._stage_errors import annotate
 
-__all__ = ["FilterIter", "FlatMapIter", "MapIter", "MapWithIndexIter", "RandomMapIter"]
+__all__ = [
+    "MAP",
+    "MAP_WITH_INDEX",
+    "RANDOM_MAP",
+    "FILTER",
+    "FLAT_MAP",
+    "FilterIter",
+    "FlatMapIter",
+    "MapIter",
+    "MapWithIndexIter",
+    "RandomMapIter",
+]
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -424,3 +442,48 @@ class FlatMapIter(_StreamOp[U]):
             self._parent.set_state(previous)  # A refused state moves nothing.
             raise
         self._start, self._outputs, self._offset, self._index = start, outputs, offset, index + 1
+
+
+MAP = declare_op(
+    "map",
+    StageTraits(elementwise=True, keeps_positions=True),
+    map_node=MapMap,
+    iter_node=MapIter,
+)
+"""The op's declaration (see `chute_core.declare_op`)."""
+
+
+MAP_WITH_INDEX = declare_op(
+    "map_with_index",
+    StageTraits(),
+    map_node=MapWithIndexMap,
+    iter_node=MapWithIndexIter,
+)
+"""The op's declaration (see `chute_core.declare_op`)."""
+
+
+RANDOM_MAP = declare_op(
+    "random_map",
+    StageTraits(elementwise=True, random=True),
+    map_node=RandomMapMap,
+    iter_node=RandomMapIter,
+)
+"""The op's declaration (see `chute_core.declare_op`)."""
+
+
+FILTER = declare_op(
+    "filter",
+    StageTraits(elementwise=True, keeps_positions=True, drops=True),
+    map_node=FilterMap,
+    iter_node=FilterIter,
+)
+"""The op's declaration (see `chute_core.declare_op`)."""
+
+
+FLAT_MAP = declare_op(
+    "flat_map",
+    StageTraits(elementwise=True, drops=True),
+    map_node=FlatMapMap,
+    iter_node=FlatMapIter,
+)
+"""The op's declaration (see `chute_core.declare_op`)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from chute_core import DROPPED, CheckpointableIterator
+from chute_core import DROPPED, CheckpointableIterator, StageTraits, declare_op
 from chute_samplers import EpochArray, PositionArray, fetch, record_keys
 
 from ._adapters import as_map_with_index_fn
@@ -19,7 +19,7 @@ from ._iter_ops import _StreamOp
 from ._map_ops import _ElementOp
 from ._record_rng import OriginRecords
 
-__all__ = ["MapWithKeyIter", "MapWithKeyMap"]
+__all__ = ["MAP_WITH_KEY", "MapWithKeyIter", "MapWithKeyMap"]
 
 U = TypeVar("U")
 
@@ -93,3 +93,12 @@ class MapWithKeyIter(_StreamOp[U]):
 
     def _key(self) -> int:
         return self._records.record(self._input_origin())[0]
+
+
+MAP_WITH_KEY = declare_op(
+    "map_with_key",
+    StageTraits(elementwise=True, keeps_positions=True),
+    map_node=MapWithKeyMap,
+    iter_node=MapWithKeyIter,
+)
+"""The op's declaration (see `chute_core.declare_op`)."""

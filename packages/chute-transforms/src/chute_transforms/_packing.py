@@ -16,11 +16,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from chute_core import StageTraits, declare_op
 from chute_core.internal import check_int
 
 from ._errors import PackingError
 
 __all__ = [
+    "PACK",
     "PackedRow",
     "PaddingCounts",
     "build_row",
@@ -176,3 +178,7 @@ def _arange(length: int) -> npt.NDArray[np.int32]:
     counting = np.arange(length + 1, dtype=np.int32)
     counting.flags.writeable = False
     return counting
+
+
+PACK = declare_op("pack", StageTraits())
+"""The op's declaration (see `chute_core.declare_op`)."""

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from chute_core import CheckpointableIterator, InvalidStateError, IteratorState
+from chute_core import (
+    CheckpointableIterator,
+    InvalidStateError,
+    IteratorState,
+    StageTraits,
+    declare_op,
+)
 from chute_core.internal import check_bool, check_int, state_dict, state_int, state_parent
 from chute_samplers import IterNode
 
 from ._batch_slices import batch_rows, concat_batches, slice_batch
 from ._errors import BatchError
 
-__all__ = ["RebatchIter"]
+__all__ = ["REBATCH", "RebatchIter"]
 
 
 class RebatchIter(IterNode[Any]):
@@ -36,10 +42,10 @@ class RebatchIter(IterNode[Any]):
 
     Example:
         >>> import numpy as np
-        >>> from chute_transforms.testing import ListIterator
-        >>> it = RebatchIter(ListIterator([np.arange(3), np.arange(3, 5)]), 2)
+        >>> from chute_samplers import SequentialIter
+        >>> it = RebatchIter(SequentialIter([np.arange(3), np.arange(3, 5)]), 2)
         >>> next(it).tolist(), next(it).tolist(), it.get_state()
-        ([0, 1], [2, 3], {'parent': {'index': 1}, 'offset': 1})
+        ([0, 1], [2, 3], {'parent': {'position': 1}, 'offset': 1})
         >>> [b.tolist() for b in it]
         [[4]]
     """
@@ -130,3 +136,7 @@ class RebatchIter(IterNode[Any]):
 
     def __repr__(self) -> str:
         return f"RebatchIter(batch_size={self._batch_size}, drop_remainder={self._drop_remainder})"
+
+
+REBATCH = declare_op("rebatch", StageTraits(), iter_node=RebatchIter)
+"""The op's declaration (see `chute_core.declare_op`)."""

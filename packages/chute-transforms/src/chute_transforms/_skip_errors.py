@@ -5,11 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from chute_core import CheckpointableIterator, ErrorBudget, IteratorState, SkippedElement
+from chute_core import (
+    CheckpointableIterator,
+    ErrorBudget,
+    IteratorState,
+    SkippedElement,
+    StageTraits,
+    declare_op,
+)
 from chute_core.internal import ErrorLedger, ledger_scope, state_dict, state_parent
 from chute_samplers import IterNode
 
-__all__ = ["SkipErrorsIter"]
+__all__ = ["SKIP_ERRORS", "SkipErrorsIter"]
 
 T = TypeVar("T")
 
@@ -114,3 +121,7 @@ class SkipErrorsIter(IterNode[T]):
 
     def __repr__(self) -> str:
         return f"SkipErrorsIter({self._parent!r}, {self.budget!r})"
+
+
+SKIP_ERRORS = declare_op("skip_errors", StageTraits(records_skips=True), iter_node=SkipErrorsIter)
+"""The op's declaration (see `chute_core.declare_op`)."""

@@ -1,17 +1,20 @@
-"""`IterDataset`: a stream, re-iterable, whose iterators are checkpointable."""
+"""`IterDataset`: a stream, re-iterable, whose iterators are checkpointable.
+
+The ops are grouped by concept: those that change the element type (elementwise,
+structure, combine) here; those that keep it in `OrderOps` (`_iter_order`) and
+`ExecuteOps` (`_iter_execute`); iteration itself in `IterBase` (`_iter_base`).
+"""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Self, TypeVar, cast
 
 import numpy as np
 
-from chute_core import CheckpointableIterator, ErrorBudget
-from chute_execution import ThreadPrefetchIter, TraceOptions, TraceRecorder, tracing
-from chute_samplers import IterNode, WindowShuffleIter
+from chute_core import CheckpointableIterator
+from chute_samplers import ConcatenateIter, ZipIter
 from chute_transforms import (
     BatchFn,
     BatchIter,
@@ -23,51 +26,41 @@ from chute_transforms import (
     MapTransform,
     MapWithIndexIter,
     MapWithIndexTransform,
+    MapWithKeyIter,
+    PackedRow,
     RandomMapIter,
     RandomMapTransform,
+    RebatchIter,
     UnbatchIter,
 )
 from chute_transforms.internal import check_key_kind
 
-from ._args import check_device_buffers, check_int, check_weights
-from ._coerce import as_iter_dataset as _as_iter_dataset
-from ._describe import describe
+from ._apply import apply_transforms
+from ._args import check_int, check_weights
 from ._factories import (
     EmptyIterator,
     Factory,
     InterleaveFactory,
-    MarkFactory,
     MixFactory,
     MultiprocessFactory,
     OpFactory,
-    SkipErrorsFactory,
     SourceFactory,
     batch_step,
 )
-from ._iter_grain import GrainIterMixin
-from ._iter_pack import PackMixin
-from ._iter_workers import WorkersMixin
-from ._pipeline import (
-    Stage,
-    check_pipeline_seed,
-    render,
-    stage,
-    stage_seed,
-)
-from ._progress import ProgressIterator
-from ._stats import RECORDER, Recorder
+from ._iter_execute import ExecuteOps
+from ._iter_inputs import factory_of, join_factory, listed, source_factory
+from ._iter_order import OrderOps
+from ._pack_options import PackMethod, pack_arguments, with_bos
+from ._pipeline import Stage, stage
 from ._subclassing import parent_seed, parents_of, subclass_iterator
-from ._trace_iter import TracedIterator
 
 __all__ = ["IterDataset"]
 
 T = TypeVar("T")
 U = TypeVar("U")
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
-class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
+class IterDataset(ExecuteOps[T], OrderOps[T]):
     """A stream of elements of type `T`; `iter(ds)` gives a checkpointable iterator.
 
     Usually made with `MapDataset.to_iter_dataset()`. Each method returns a new
@@ -85,7 +78,7 @@ class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
         [[5]]
     """
 
-    __slots__ = ("_factory", "_seed")
+    __slots__ = ()
 
     def __init__(
         self, factory: Factory | Callable[[], CheckpointableIterator[T]], *, seed: int | None = None
@@ -101,10 +94,14 @@ class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
         self._factory: Factory = factory
         self._seed = seed
 
-    @property
-    def _stages(self) -> tuple[Stage, ...]:
-        """The pipeline's description, derived from the factory chain that builds it."""
-        return self._factory.stages
+    def _construct(self, factory: Factory, seed: int | None) -> Self:
+        return cast(Self, IterDataset(factory, seed=seed))
+
+    def _derive(
+        self, op: Callable[..., Any], item: Stage, *args: Any, **kwargs: Any
+    ) -> IterDataset[Any]:
+        """`_then` for an op that changes the element type (the caller says to what)."""
+        return IterDataset(OpFactory(self._factory, item, op, *args, **kwargs), seed=self._seed)
 
     @staticmethod
     def source(make_iterator: Callable[[], CheckpointableIterator[U]]) -> IterDataset[U]:
@@ -122,33 +119,9 @@ class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
             >>> list(ds), list(ds)
             (['a', 'b'], ['a', 'b'])
         """
-        if not callable(make_iterator) or hasattr(make_iterator, "__next__"):
-            raise TypeError(
-                "IterDataset.source needs a zero-argument callable that returns a new "
-                f"checkpointable iterator (e.g. functools.partial(ParquetStream, path)), got "
-                f"{type(make_iterator).__name__}: an iterator can be iterated only once."
-            )
-        return IterDataset(SourceFactory(make_iterator, stage("source", make=make_iterator)))
+        return IterDataset(source_factory(make_iterator))
 
-    def _then(
-        self, op: Callable[..., Any], item: Stage, *args: Any, **kwargs: Any
-    ) -> IterDataset[Any]:
-        return IterDataset(OpFactory(self._factory, item, op, *args, **kwargs), seed=self._seed)
-
-    def _stage_seed(self, seed: int | None, op: str) -> int:
-        return stage_seed(seed, self._seed, self._stages, op)
-
-    def seed(self, seed: int) -> IterDataset[T]:
-        """Sets the seed from which later random stages without a `seed` derive theirs.
-
-        Example:
-            >>> import chute
-            >>> ds = chute.MapDataset.range(4).to_iter_dataset().seed(1).window_shuffle(4)
-            >>> sorted(ds)
-            [0, 1, 2, 3]
-        """
-        checked = check_pipeline_seed(seed)
-        return IterDataset(MarkFactory(self._factory, stage("seed", seed=checked)), seed=checked)
+    # --- elementwise: one element in, its outputs out ------------------------------
 
     def map(self, transform: MapTransform[T, U] | Callable[[T], U]) -> IterDataset[U]:
         """`transform(element)` for each element.
@@ -158,7 +131,7 @@ class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
             >>> list(chute.MapDataset.range(3).to_iter_dataset().map(lambda x: x + 10))
             [10, 11, 12]
         """
-        return self._then(MapIter, stage("map", fn=transform), transform)
+        return self._derive(MapIter, stage("map", fn=transform), transform)
 
     def map_with_index(
         self, transform: MapWithIndexTransform[T, U] | Callable[[int, T], U]
@@ -171,7 +144,7 @@ class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
             >>> list(ds.map_with_index(lambda i, x: (i, x)))
             [(0, 1), (1, 3), (2, 5)]
         """
-        return self._then(MapWithIndexIter, stage("map_with_index", fn=transform), transform)
+        return self._derive(MapWithIndexIter, stage("map_with_index", fn=transform), transform)
 
     def random_map(
         self,
@@ -198,7 +171,7 @@ class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
         check_key_kind(key, "IterDataset.random_map")
         params = {"key": key} if key != "position" else {}
         item = stage("random_map", fn=transform, seed=chosen, **params)
-        return self._then(RandomMapIter, item, transform, chosen, **params)
+        return self._derive(RandomMapIter, item, transform, chosen, **params)
 
     def filter(self, transform: FilterTransform[T] | Callable[[T], Any]) -> IterDataset[T]:
         """Keeps the elements for which `transform(element)` is truthy.
@@ -220,7 +193,43 @@ class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
             >>> list(chute.MapDataset.range(3).to_iter_dataset().flat_map(lambda x: [x] * x))
             [1, 2, 2]
         """
-        return self._then(FlatMapIter, stage("flat_map", fn=transform), transform)
+        return self._derive(FlatMapIter, stage("flat_map", fn=transform), transform)
+
+    def map_with_key(self, transform: Callable[[int, T], Any]) -> IterDataset[Any]:
+        """`transform(key, element)`, `key` the record's index in the source.
+
+        The stream must read a `MapDataset` in order (`to_iter_dataset`), with
+        element-wise stages since; see `MapDataset.map_with_key`.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.source(["a", "b"]).shuffle(seed=2).to_iter_dataset()
+            >>> sorted(ds.map_with_key(lambda key, x: f"{key}:{x}"))
+            ['0:a', '1:b']
+        """
+        return self._derive(MapWithKeyIter, stage("map_with_key", fn=transform), transform)
+
+    def apply(self, transformations: Any) -> IterDataset[Any]:
+        """Applies a transform object, or a list of them in order, each by its op.
+
+        `MapTransform` -> `map`, `RandomMapTransform` -> `random_map` (the pipeline's
+        seed), `FilterTransform` -> `filter`, `FlatMapTransform` -> `flat_map`,
+        `MapWithIndexTransform` -> `map_with_index`, `BatchTransform` -> `batch`.
+
+        Raises:
+            ArgumentTypeError: an object that is none of these (e.g. a plain function).
+
+        Example:
+            >>> import chute
+            >>> class AddOne(chute.MapTransform):
+            ...     def map(self, x): return x + 1
+            >>> ds = chute.MapDataset.range(5).to_iter_dataset()
+            >>> [b.tolist() for b in ds.apply([AddOne(), chute.BatchTransform(2)])]
+            [[1, 2], [3, 4], [5]]
+        """
+        return apply_transforms(self, transformations, "IterDataset.apply")  # type: ignore[no-any-return]
+
+    # --- structure: elements into batches, rows and back ---------------------------
 
     def batch(
         self,
@@ -252,7 +261,7 @@ class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
             fused = self._factory.with_batch(item, step)
             if fused is not None:  # Stacked by the workers, straight into shared memory.
                 return IterDataset(fused, seed=self._seed)
-        return self._then(
+        return self._derive(
             BatchIter,
             item,
             batch_size,
@@ -270,24 +279,98 @@ class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
             >>> [int(x) for x in ds]
             [0, 1, 2]
         """
-        return self._then(UnbatchIter, stage("unbatch"))
+        return self._derive(UnbatchIter, stage("unbatch"))
 
-    def window_shuffle(self, window_size: int, seed: int | None = None) -> IterDataset[T]:
-        """Shuffles within consecutive windows of `window_size` elements.
+    def rebatch(self, batch_size: int, drop_remainder: bool = False) -> IterDataset[Any]:
+        """Cuts the stream's batches again into batches of `batch_size` rows.
 
-        The state holds no elements: a restore re-reads the current window.
+        Batches are pytrees whose leaves share a leading batch dimension (what `batch`
+        makes). Rows are sliced out of the input batches and joined only where an
+        output spans two inputs, never unbatched one by one. The last batch is short
+        unless `drop_remainder`. The state is the stream's state before the input
+        batch being cut and the rows of it already used: a restore re-reads one batch.
 
         Example:
             >>> import chute
-            >>> ds = chute.MapDataset.range(6).to_iter_dataset().window_shuffle(3, seed=0)
-            >>> out = list(ds)
-            >>> sorted(out[:3]), sorted(out[3:])
-            ([0, 1, 2], [3, 4, 5])
+            >>> ds = chute.MapDataset.range(7).to_iter_dataset().batch(3)
+            >>> [b.tolist() for b in ds.rebatch(2)]
+            [[0, 1], [2, 3], [4, 5], [6]]
         """
-        window_size = check_int(window_size, "window_size", "IterDataset.window_shuffle", minimum=1)
-        chosen = self._stage_seed(seed, "window_shuffle")
-        item = stage("window_shuffle", window_size=window_size, seed=chosen)
-        return self._then(WindowShuffleIter, item, window_size, chosen)
+        batch_size = check_int(batch_size, "batch_size", "IterDataset.rebatch", minimum=1)
+        RebatchIter(EmptyIterator(), batch_size, drop_remainder)  # Its checks, now.
+        item = stage("rebatch", batch_size=batch_size, drop_remainder=drop_remainder)
+        return self._derive(RebatchIter, item, batch_size, drop_remainder)
+
+    def pack(
+        self,
+        length: int | Mapping[str, int],
+        *,
+        method: PackMethod = "first_fit",
+        num_packing_bins: int | None = None,
+        max_sequences_per_bin: int | None = None,
+        drop_remainder: bool = False,
+        bos_id: int | None = None,
+        bos_keys: Sequence[str] | None = None,
+    ) -> IterDataset[PackedRow]:
+        """Packs dicts of 1-D arrays (token sequences) into rows of `length` tokens.
+
+        Each output row holds, for every key `k`, `k` (padded with 0), `k_segment_ids`
+        (1, 2, ... per sequence in the row, 0 for padding) and `k_positions` (0, 1, ...
+        within each sequence). The checkpoint state holds no tokens: a restore re-reads
+        the few elements still in open rows. The iterator's `padding_fraction` (with
+        `tokens_emitted` and `slots_emitted`) says how much of the rows returned so
+        far is padding. Packing reads the whole stream, so after `mp_prefetch` it runs
+        in this process on the merged stream: the rows are the same for any number of
+        workers.
+
+        Args:
+            length: the row length; for "first_fit" and "best_fit", a dict may give one
+                length per key (and names the keys packed).
+            method: "first_fit" (`chute_transforms.FirstFitPackIter`: each sequence in
+                the first open row it fits), "best_fit" (`BestFitPackIter`: in the open
+                row it fills best; less padding, about the same cost) or "concat_split"
+                (`ConcatSplitIter`: concatenates everything and cuts rows of exactly
+                `length`, no padding but the last row; sequences may span rows, and
+                every key of an element must have the same length). The fit methods
+                truncate a sequence longer than the row.
+            num_packing_bins: rows open at once, for the fit methods (default 16).
+            max_sequences_per_bin: at most this many sequences in a row, for the fit
+                methods (None: no limit).
+            drop_remainder: for "concat_split", drop the last, partial row.
+            bos_id: for "concat_split", a token written over the first token of every
+                segment of a row, so that a sequence continued from the row before
+                starts with it too (Grain's `REPLACE_FIRST_TOKEN_WITH_BOS`).
+            bos_keys: the keys that get `bos_id` (None: every key).
+
+        Raises:
+            InvalidArgumentError: an unknown `method`, a value out of range, or an
+                option of another method (e.g. `num_packing_bins` with "concat_split").
+            ArgumentTypeError: an option of the wrong type.
+
+        Example:
+            >>> import chute, numpy as np
+            >>> docs = [{"t": np.arange(1, n + 1)} for n in (2, 3, 1, 2)]
+            >>> ds = chute.MapDataset.source(docs).to_iter_dataset()
+            >>> [row["t"].tolist() for row in ds.pack(4, method="best_fit", num_packing_bins=2)]
+            [[1, 2, 3, 1], [1, 2, 1, 2]]
+            >>> it = iter(ds.pack(3, method="concat_split"))
+            >>> [row["t_segment_ids"].tolist() for row in it], round(it.padding_fraction, 3)
+            ([[1, 1, 2], [1, 1, 2], [1, 1, 0]], 0.111)
+            >>> ds.pack(4, max_sequences_per_bin=2)
+            IterDataset
+              source(SequenceSource(type='list', len=4))
+              .to_iter_dataset()
+              .pack(length=4, method='first_fit', num_packing_bins=16, max_sequences_per_bin=2)
+        """
+        op, args, kwargs, params = pack_arguments(
+            length, method, num_packing_bins, max_sequences_per_bin, drop_remainder
+        )
+        with_bos(method, bos_id, bos_keys, kwargs, params)
+        op(EmptyIterator(), *args, **kwargs)  # The packer's own checks, now.
+        item = stage("pack", **params)
+        return IterDataset(OpFactory(self._factory, item, op, *args, **kwargs), seed=self._seed)
+
+    # --- combine: several streams into one -----------------------------------------
 
     @staticmethod
     def mix(
@@ -305,11 +388,11 @@ class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
             >>> list(IterDataset.mix([evens, odds], [3, 1]))[:8]
             [0, 2, 4, 1, 6, 8, 10, 3]
         """
-        checked = [_as_iter_dataset(d) for d in datasets]
-        check_weights(weights, len(checked), "IterDataset.mix")
+        factories = [factory_of(d) for d in datasets]
+        check_weights(weights, len(factories), "IterDataset.mix")
         shown = None if weights is None else list(weights)
-        item = Stage("mix", (("weights", repr(shown)),), tuple(d._stages for d in checked))
-        return IterDataset(MixFactory([d._factory for d in checked], weights, item))
+        item = Stage("mix", (("weights", repr(shown)),), tuple(f.stages for f in factories))
+        return IterDataset(MixFactory(factories, weights, item))
 
     @staticmethod
     def interleave(datasets: Sequence[IterDataset[Any]], cycle_length: int) -> IterDataset[Any]:
@@ -326,160 +409,54 @@ class IterDataset(WorkersMixin[T], PackMixin, GrainIterMixin[T], Generic[T]):
             >>> "".join(IterDataset.interleave(parts, cycle_length=2))
             'ababcc'
         """
-        checked = [_as_iter_dataset(d) for d in datasets]
+        factories = [factory_of(d) for d in datasets]
         cycle_length = check_int(cycle_length, "cycle_length", "IterDataset.interleave", minimum=1)
         item = Stage(
-            "interleave", (("cycle_length", repr(cycle_length)),), tuple(d._stages for d in checked)
+            "interleave",
+            (("cycle_length", repr(cycle_length)),),
+            tuple(f.stages for f in factories),
         )
-        return IterDataset(InterleaveFactory([d._factory for d in checked], cycle_length, item))
+        return IterDataset(InterleaveFactory(factories, cycle_length, item))
 
-    def skip_errors(
-        self, max_failures: int = 0, *, max_failure_rate: float = 0.0
-    ) -> IterDataset[T]:
-        """Skips elements that fail in the stages before this one, up to a budget.
+    @staticmethod
+    def zip(*datasets: Any, strict: bool = False) -> IterDataset[tuple[Any, ...]]:
+        """Tuples of the streams' elements read side by side, until one of them ends.
 
-        An element whose read (a corrupt record, a truncated file) or per-element
-        transform (map, random map, filter, flat map, ..., also in worker processes)
-        raises is left out instead of ending the iteration, while the failures stay
-        within `max_failures + floor(max_failure_rate * elements read)`; the failure
-        past that raises `chute.ErrorBudgetExceededError`, naming it and the ones
-        skipped before. The skips depend only on the elements: the same with any number
-        of workers or threads, on every host. The iterator's `failures` and `skipped`
-        say what was left out; the checkpoint state records it, so a restored iterator
-        counts on and skips the same elements again. Errors that are not one element's
-        (a batch that does not stack, a dead worker) still raise.
+        With `strict`, streams that end at different lengths raise `ValueError` at the
+        end instead (Grain's `ZipIterDataset` default).
+
+        As Grain's `ZipIterDataset`; a static method: `IterDataset.zip(a, b)` (or of a
+        list, `IterDataset.zip([a, b])`). A
+        `MapDataset` is read in order. The state holds each stream's state.
 
         Example:
             >>> import chute
-            >>> ds = chute.MapDataset.range(6).to_iter_dataset().map(lambda x: 12 // (x % 3))
-            >>> it = iter(ds.skip_errors(max_failures=2))
-            >>> list(it), it.failures
-            ([12, 6, 12, 6], 2)
+            >>> a = chute.MapDataset.range(3).to_iter_dataset()
+            >>> b = chute.MapDataset.source(["x", "y"]).to_iter_dataset()
+            >>> list(chute.IterDataset.zip(a, b))
+            [(0, 'x'), (1, 'y')]
         """
-        budget = ErrorBudget(max_failures, max_failure_rate)
-        params: dict[str, Any] = {"max_failures": max_failures}
-        if max_failure_rate:
-            params["max_failure_rate"] = max_failure_rate
-        item = stage("skip_errors", **params)
-        return IterDataset(SkipErrorsFactory(self._factory, budget, item), seed=self._seed)
+        if len(datasets) == 1 and isinstance(datasets[0], list | tuple):
+            datasets = tuple(datasets[0])  # Grain's spelling: ZipIterDataset([a, b]).
+        if not isinstance(strict, bool):
+            raise TypeError(f"IterDataset.zip: strict must be a bool, got {strict!r}.")
+        op = functools.partial(ZipIter, strict=True) if strict else ZipIter
+        shown = (("strict", "True"),) if strict else ()
+        return IterDataset(join_factory(datasets, op, "zip", "IterDataset.zip", shown))
 
-    def prefetch(self, buffer_size: int) -> IterDataset[T]:
-        """Produces up to `buffer_size` elements ahead on a background thread.
+    @staticmethod
+    def concatenate(datasets: Sequence[Any]) -> IterDataset[Any]:
+        """Every element of `datasets[0]`, then of `datasets[1]`, ...
 
-        The state counts only elements handed out, so a checkpoint never loses what
-        was in the buffer.
+        A `MapDataset` is read in order. The state is which stream is being read and
+        each stream's state.
 
         Example:
             >>> import chute
-            >>> ds = chute.MapDataset.range(5).to_iter_dataset().prefetch(2)
-            >>> list(ds)
-            [0, 1, 2, 3, 4]
+            >>> a, b = chute.MapDataset.range(2), chute.MapDataset.range(5, 7)
+            >>> list(chute.IterDataset.concatenate([a.to_iter_dataset(), b]))
+            [0, 1, 5, 6]
         """
-        buffer_size = check_int(buffer_size, "buffer_size", "IterDataset.prefetch")
-        return self._then(
-            ThreadPrefetchIter, stage("prefetch", buffer_size=buffer_size), buffer_size
-        )
-
-    def to_device(
-        self,
-        device: Any,
-        *,
-        cpu_buffer_size: int = 2,
-        device_buffer_size: int = 2,
-        lockstep: bool | None = None,
-    ) -> IterDataset[Any]:
-        """Batches as `jax.Array`s on `device`, prepared and transferred ahead of use.
-
-        `device` is a `jax.Device`, a `jax.sharding.Sharding` or a pytree of shardings.
-        With a sharding over several JAX processes, each process's batches are its local
-        rows (see `MapDataset.batch(..., sharding=...)`) and come out as global arrays.
-        Checkpoints count only batches handed out (see `chute_device.DevicePutIter`).
-        This must be the last stage; jax is imported only when it is used.
-
-        Example:
-            >>> import chute, jax
-            >>> ds = chute.MapDataset.range(6).batch(3).to_iter_dataset()
-            >>> [b.tolist() for b in ds.to_device(jax.devices()[0])]
-            [[0, 1, 2], [3, 4, 5]]
-        """
-        from ._device import device_put_op
-
-        cpu_buffer_size, device_buffer_size = check_device_buffers(
-            cpu_buffer_size, device_buffer_size
-        )
-        item = stage("to_device", device=device)
-        return self._then(
-            device_put_op,
-            item,
-            device,
-            cpu_buffer_size=cpu_buffer_size,
-            device_buffer_size=device_buffer_size,
-            lockstep=lockstep,
-        )
-
-    def pipe(
-        self, fn: Callable[Concatenate[IterDataset[T], P], R], *args: P.args, **kwargs: P.kwargs
-    ) -> R:
-        """Returns `fn(self, *args, **kwargs)`, to keep a chain readable."""
-        return fn(self, *args, **kwargs)
-
-    def iter(
-        self,
-        *,
-        stats: bool = False,
-        progress: bool = False,
-        trace: str | os.PathLike[str] | TraceOptions | None = None,
-    ) -> IterNode[T]:
-        """A new iterator; optionally with per-stage statistics, a progress bar, a trace.
-
-        Args:
-            stats: time each stage; `iterator.stats()` then returns, per stage, the
-                elements, its own time (not its inputs'), throughput and share of wall
-                time, and names the bottleneck. Costs about 0.2 us per stage and element.
-            progress: show a tqdm progress bar of elements produced.
-            trace: write a Chrome / Perfetto trace of the iteration to this JSON file
-                (or as `chute.TraceOptions(path, max_events=...)` say): a track per
-                process and thread, each `next()` with its stages' own times, the
-                worker processes' chunks with their stages, the waits for them and the
-                reads of their results (see the guide "Tracing where time goes"). The
-                file is written at the end of the stream, when `next()` raises, at
-                `close()` and garbage collection, and by `iterator.write_trace()`.
-                Times stages as `stats` does (and `stats()` works), plus a few us per
-                `next()` and per chunk.
-
-        Raises:
-            TypeError: `trace` is not a path or `TraceOptions`.
-            FileNotFoundError: the folder of the `trace` file does not exist.
-            IsADirectoryError: `trace` is a folder.
-
-        Example:
-            >>> import chute
-            >>> it = chute.MapDataset.range(10).to_iter_dataset().iter(stats=True)
-            >>> _ = list(it)
-            >>> it.stats().stages[0].elements
-            10
-        """
-        options = None
-        if trace is not None:
-            options = trace if isinstance(trace, TraceOptions) else TraceOptions(trace)
-        clocks = Recorder() if stats or options is not None else None
-        tracer = None if options is None else TraceRecorder(options.max_events)
-        token = RECORDER.set(clocks)
-        try:
-            with tracing(tracer):
-                iterator: Any = self._factory()
-        finally:
-            RECORDER.reset(token)
-        if tracer is not None and clocks is not None and options is not None:
-            # Resolved now: a later write (e.g. at garbage collection) goes to the same file.
-            iterator = TracedIterator(iterator, clocks, tracer, Path(options.path).absolute())
-        if progress:
-            iterator = ProgressIterator(iterator)
-        describe(iterator, "IterDataset", self._stages)
-        return iterator  # type: ignore[no-any-return]
-
-    def __iter__(self) -> IterNode[T]:
-        return self.iter()
-
-    def __repr__(self) -> str:
-        return render("IterDataset", self._stages)
+        owner = "IterDataset.concatenate"
+        factory = join_factory(listed(datasets, owner), ConcatenateIter, "concatenate", owner)
+        return IterDataset(factory)

@@ -1,32 +1,19 @@
-"""`MapDataset`: a random-access dataset built one fluent method at a time."""
+"""`MapDataset`: a random-access dataset built one fluent method at a time.
+
+The ops are grouped by concept: those that change the element type (elementwise,
+structure, combine) here; those that keep it (order, shards, caching) in `MapOrderOps`
+(`_map_order`); reading in `MapBase` (`_map_base`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Concatenate,
-    Generic,
-    ParamSpec,
-    SupportsIndex,
-    TypeVar,
-    overload,
-)
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Self, TypeVar, cast
 
 import numpy as np
 
 from chute_core import RandomAccessDataSource
-from chute_execution import ReadOptions
-from chute_samplers import (
-    MixMap,
-    RepeatMap,
-    SelectFromMap,
-    ShardMap,
-    ShardOptions,
-    ShuffleMap,
-    SliceMap,
-)
+from chute_samplers import ConcatenateMap, MixMap, SelectFromMap, ZipMap
 from chute_sources import RangeSource, SequenceSource
 from chute_transforms import (
     BatchFn,
@@ -39,36 +26,26 @@ from chute_transforms import (
     MapTransform,
     MapWithIndexMap,
     MapWithIndexTransform,
+    MapWithKeyMap,
     RandomMapMap,
     RandomMapTransform,
+    UnbatchMap,
 )
 
-from ._args import check_int, check_optional_int, check_weights
-from ._map_device import host_rows, mesh_shard
-from ._map_grain import GrainMapMixin
-from ._pipeline import (
-    Stage,
-    check_pipeline_seed,
-    has_stage,
-    render,
-    show_source,
-    stage,
-    stage_seed,
-)
+from ._apply import apply_transforms
+from ._args import check_int, check_weights
+from ._map_device import host_rows
+from ._map_order import MapOrderOps
+from ._pipeline import Stage, has_stage, show_source, stage
 from ._subclassing import SubclassRecords, parent_seed, parents_of
-
-if TYPE_CHECKING:
-    from ._iter_dataset import IterDataset
 
 __all__ = ["MapDataset"]
 
 T = TypeVar("T")
 U = TypeVar("U")
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
-class MapDataset(GrainMapMixin[T], Generic[T]):
+class MapDataset(MapOrderOps[T]):
     """A dataset with a length and random access, whose elements have type `T`.
 
     Build one from a source (`MapDataset.source`, `MapDataset.range`) and chain
@@ -86,7 +63,7 @@ class MapDataset(GrainMapMixin[T], Generic[T]):
         True
     """
 
-    __slots__ = ("_node", "_seed", "_stages")
+    __slots__ = ()
 
     def __init__(
         self,
@@ -106,7 +83,14 @@ class MapDataset(GrainMapMixin[T], Generic[T]):
         self._seed = seed
         self._stages = stages
 
-    # --- building --------------------------------------------------------------------
+    def _construct(
+        self, node: RandomAccessDataSource[Any], seed: int | None, stages: tuple[Stage, ...]
+    ) -> Self:
+        return cast(Self, MapDataset(node, seed=seed, stages=stages))
+
+    def _derive(self, node: RandomAccessDataSource[Any], item: Stage) -> MapDataset[Any]:
+        """`_then` for an op that changes the element type (the caller says to what)."""
+        return MapDataset(node, seed=self._seed, stages=(*self._stages, item))
 
     @classmethod
     def source(cls, source: RandomAccessDataSource[U] | Sequence[U]) -> MapDataset[U]:
@@ -143,111 +127,7 @@ class MapDataset(GrainMapMixin[T], Generic[T]):
         """
         return MapDataset.source(RangeSource(start, stop, step))
 
-    def _then(self, node: RandomAccessDataSource[U], item: Stage) -> MapDataset[U]:
-        return MapDataset(node, seed=self._seed, stages=(*self._stages, item))
-
-    def _stage_seed(self, seed: int | None, op: str) -> int:
-        return stage_seed(seed, self._seed, self._stages, op)
-
-    def seed(self, seed: int) -> MapDataset[T]:
-        """Sets the seed from which later random stages without a `seed` derive theirs.
-
-        Each random stage gets its own seed, derived from this one and its place in
-        the pipeline.
-
-        Example:
-            >>> ds = MapDataset.range(5).seed(0).shuffle()
-            >>> list(ds) == list(MapDataset.range(5).seed(0).shuffle())
-            True
-        """
-        checked = check_pipeline_seed(seed)
-        return MapDataset(
-            self._node, seed=checked, stages=(*self._stages, stage("seed", seed=checked))
-        )
-
-    def shuffle(self, seed: int | None = None) -> MapDataset[T]:
-        """A global shuffle; repeated, each epoch is shuffled anew.
-
-        Example:
-            >>> sorted(MapDataset.range(4).shuffle(seed=1))
-            [0, 1, 2, 3]
-        """
-        chosen = self._stage_seed(seed, "shuffle")
-        return self._then(ShuffleMap(self._node, chosen), stage("shuffle", seed=chosen))
-
-    def repeat(self, num_epochs: int | None = None) -> MapDataset[T]:
-        """`num_epochs` passes over the dataset (None: endless, length `sys.maxsize`).
-
-        A finite repeat longer than `sys.maxsize` raises `chute.LengthOverflowError`.
-
-        Example:
-            >>> list(MapDataset.range(2).repeat(3))
-            [0, 1, 0, 1, 0, 1]
-        """
-        num_epochs = check_optional_int(num_epochs, "num_epochs", "MapDataset.repeat")
-        return self._then(RepeatMap(self._node, num_epochs), stage("repeat", num_epochs=num_epochs))
-
-    @overload
-    def __getitem__(self, index: SupportsIndex) -> T: ...
-    @overload
-    def __getitem__(self, index: slice) -> MapDataset[T]: ...
-    def __getitem__(self, index: SupportsIndex | slice) -> T | MapDataset[T]:
-        """An element, or with a slice a new dataset of the selected positions.
-
-        Example:
-            >>> ds = MapDataset.range(10)
-            >>> ds[-1], list(ds[2:8:3])
-            (9, [2, 5])
-        """
-        if isinstance(index, slice):
-            parts = ["" if part is None else str(part) for part in (index.start, index.stop)]
-            shown = f"[{':'.join(parts)}{'' if index.step is None else f':{index.step}'}]"
-            return self._then(SliceMap(self._node, index), Stage("slice", (("", shown),)))
-        element: T = self._node[index]
-        return element
-
-    def slice(self, selection: slice) -> MapDataset[T]:
-        """The same as `ds[selection]`."""
-        return self[selection]
-
-    def shard(
-        self,
-        shard_index: Any,
-        shard_count: Any = None,
-        drop_remainder: bool = False,
-    ) -> MapDataset[T]:
-        """This process's share: every `shard_count`-th element from `shard_index`.
-
-        Accepts a `ShardOptions` too, or, as Loadax spells it, `shard(mesh,
-        data_axis_name)`: a `jax.sharding.Mesh` and the name of its data axis give this
-        JAX process its share (`chute.device.shard_options_for_mesh`; processes that
-        share a data-parallel replica read the same share). Shards are disjoint and
-        together cover the data.
-
-        Example:
-            >>> list(MapDataset.range(7).shard(1, 3))
-            [1, 4]
-        """
-        if isinstance(shard_index, ShardOptions):
-            options = shard_index
-        elif hasattr(shard_index, "axis_names") and hasattr(shard_index, "devices"):
-            options = mesh_shard(shard_index, shard_count, drop_remainder)
-        else:
-            if shard_count is None:
-                raise TypeError("shard needs shard_count (or a ShardOptions).")
-            shard_index = check_int(shard_index, "shard_index", "MapDataset.shard")
-            shard_count = check_int(shard_count, "shard_count", "MapDataset.shard", minimum=1)
-            options = ShardOptions(shard_index, shard_count, drop_remainder)
-        node = ShardMap(
-            self._node, options.shard_index, options.shard_count, options.drop_remainder
-        )
-        item = stage(
-            "shard",
-            shard_index=options.shard_index,
-            shard_count=options.shard_count,
-            drop_remainder=options.drop_remainder,
-        )
-        return self._then(node, item)
+    # --- elementwise: each element on its own -------------------------------------
 
     def map(self, transform: MapTransform[T, U] | Callable[[T], U]) -> MapDataset[U]:
         """`transform(element)` for each element.
@@ -256,7 +136,7 @@ class MapDataset(GrainMapMixin[T], Generic[T]):
             >>> list(MapDataset.range(3).map(lambda x: x * x))
             [0, 1, 4]
         """
-        return self._then(MapMap(self._node, transform), stage("map", fn=transform))
+        return self._derive(MapMap(self._node, transform), stage("map", fn=transform))
 
     def map_with_index(
         self, transform: MapWithIndexTransform[T, U] | Callable[[int, T], U]
@@ -268,7 +148,7 @@ class MapDataset(GrainMapMixin[T], Generic[T]):
             ['0a', '1b']
         """
         node: MapWithIndexMap[U] = MapWithIndexMap(self._node, transform)
-        return self._then(node, stage("map_with_index", fn=transform))
+        return self._derive(node, stage("map_with_index", fn=transform))
 
     def random_map(
         self,
@@ -291,7 +171,7 @@ class MapDataset(GrainMapMixin[T], Generic[T]):
         chosen = self._stage_seed(seed, "random_map")
         node: RandomMapMap[U] = RandomMapMap(self._node, transform, chosen, key=key)
         params = {"key": key} if key != "position" else {}
-        return self._then(node, stage("random_map", fn=transform, seed=chosen, **params))
+        return self._derive(node, stage("random_map", fn=transform, seed=chosen, **params))
 
     def filter(self, transform: FilterTransform[T] | Callable[[T], Any]) -> MapDataset[T]:
         """Keeps the elements for which `transform(element)` is truthy.
@@ -318,7 +198,45 @@ class MapDataset(GrainMapMixin[T], Generic[T]):
             ['a', 'b', 'c']
         """
         node: FlatMapMap = FlatMapMap(self._node, transform, max_fan_out)
-        return self._then(node, stage("flat_map", fn=transform, max_fan_out=max_fan_out))
+        return self._derive(node, stage("flat_map", fn=transform, max_fan_out=max_fan_out))
+
+    def map_with_key(self, transform: Callable[[int, T], Any]) -> MapDataset[Any]:
+        """`transform(key, element)`, `key` the record's index in the source.
+
+        Shuffles, repeats, slices and shards above the source are followed down to it
+        (`chute_samplers.record_keys`), so `key` is the index the source was read at.
+        A stage that mixes, batches or splits elements before it hides the key: the
+        read then raises `InvalidArgumentError`.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.source(["a", "b", "c"]).shuffle(seed=2)
+            >>> sorted(ds.map_with_key(lambda key, x: (key, x)))
+            [(0, 'a'), (1, 'b'), (2, 'c')]
+        """
+        node: MapWithKeyMap[Any] = MapWithKeyMap(self._node, transform)
+        return self._derive(node, stage("map_with_key", fn=transform))
+
+    def apply(self, transformations: Any) -> MapDataset[Any]:
+        """Applies a transform object, or a list of them in order, each by its op.
+
+        `MapTransform` -> `map`, `RandomMapTransform` -> `random_map` (the pipeline's
+        seed), `FilterTransform` -> `filter`, `FlatMapTransform` -> `flat_map`,
+        `MapWithIndexTransform` -> `map_with_index`, `BatchTransform` -> `batch`.
+
+        Raises:
+            ArgumentTypeError: an object that is none of these (e.g. a plain function).
+
+        Example:
+            >>> import chute
+            >>> class Odd(chute.FilterTransform):
+            ...     def filter(self, x): return x % 2 == 1
+            >>> list(chute.MapDataset.range(6).apply(Odd()))
+            [1, 3, 5]
+        """
+        return apply_transforms(self, transformations, "MapDataset.apply")  # type: ignore[no-any-return]
+
+    # --- structure: elements into batches and back --------------------------------
 
     def batch(
         self,
@@ -348,7 +266,7 @@ class MapDataset(GrainMapMixin[T], Generic[T]):
             >>> [b.tolist() for b in MapDataset.range(5).batch(2, drop_remainder=True)]
             [[0, 1], [2, 3]]
         """
-        if has_stage(self._stages, frozenset({"filter", "flat_map"})):
+        if has_stage(self._stages, lambda traits: traits.drops):
             raise ValueError(
                 "MapDataset.batch cannot follow filter or flat_map: batches of positions "
                 "would come out short where elements were dropped. Batch the stream instead: "
@@ -374,7 +292,28 @@ class MapDataset(GrainMapMixin[T], Generic[T]):
             params["batch_fn"] = batch_fn
         if rows is not None:
             params["rows"] = rows
-        return self._then(node, stage("batch", **params))
+        return self._derive(node, stage("batch", **params))
+
+    def unbatch(self) -> MapDataset[Any]:
+        """Random access to the rows of the batches: position `i` is the `i`-th row.
+
+        Needs each batch's row count. Right after `batch` (no `filter` before it, no
+        `pad` or `batch_fn`) they are arithmetic. Otherwise the first `len()` or read
+        counts them by reading every batch once (a full pass), and keeps one int64
+        per batch in memory (`chute_transforms.UnbatchMap`).
+
+        Example:
+            >>> import chute, numpy as np
+            >>> ds = chute.MapDataset.range(5).batch(2).unbatch()
+            >>> len(ds), int(ds[3])
+            (5, 3)
+            >>> ragged = chute.MapDataset.source([np.arange(3), np.arange(5, 6)]).unbatch()
+            >>> [int(x) for x in ragged]
+            [0, 1, 2, 5]
+        """
+        return self._derive(UnbatchMap(self._node), stage("unbatch"))
+
+    # --- combine: several datasets into one ----------------------------------------
 
     @staticmethod
     def mix(
@@ -418,59 +357,50 @@ class MapDataset(GrainMapMixin[T], Generic[T]):
         )
         return MapDataset(node, stages=(item,))
 
-    def to_iter_dataset(self, read_options: ReadOptions | None = None) -> IterDataset[T]:
-        """A stream over the elements in order, skipping dropped positions.
+    @staticmethod
+    def zip(*datasets: Any) -> MapDataset[tuple[Any, ...]]:
+        """Position `i` is the tuple of the datasets' elements at `i`: `MapDataset.zip(a, b)`.
 
-        Its iterators are checkpointable (`get_state` / `set_state`). With
-        `read_options`, chunks of positions are read on a pool of threads, ahead of the
-        consumer (bounded); the elements and states are the same as without.
-
-        Example:
-            >>> it = iter(MapDataset.range(3).to_iter_dataset())
-            >>> next(it), it.get_state()
-            (0, {'position': 1})
-        """
-        from ._factories import SequentialFactory
-        from ._iter_dataset import IterDataset
-
-        params = {} if read_options is None else {"read_options": read_options}
-        stages = (*self._stages, stage("to_iter_dataset", **params))
-        return IterDataset(SequentialFactory(self._node, read_options, stages), seed=self._seed)
-
-    def to_device(self, device: Any, **options: Any) -> IterDataset[Any]:
-        """`self.to_iter_dataset().to_device(device, **options)`.
+        The length is the shortest dataset's (Grain's `ZipMapDataset` refuses datasets
+        of different lengths; equal lengths give the same). A position that one of
+        the datasets filtered out is left out.
 
         Example:
-            >>> import jax
-            >>> ds = MapDataset.range(4).batch(2).to_device(jax.devices()[0])
-            >>> [b.tolist() for b in ds]
-            [[0, 1], [2, 3]]
+            >>> import chute
+            >>> ds = chute.MapDataset.zip(chute.MapDataset.range(3), ["a", "b"])
+            >>> len(ds), ds[1], list(ds)
+            (2, (1, 'b'), [(0, 'a'), (1, 'b')])
         """
-        return self.to_iter_dataset().to_device(device, **options)
+        if len(datasets) == 1 and isinstance(datasets[0], list | tuple):
+            datasets = tuple(datasets[0])  # Grain's spelling: ZipMapDataset([a, b]).
+        checked = _sources(datasets, "MapDataset.zip")
+        item = Stage("zip", (), tuple(d._stages for d in checked))
+        return MapDataset(ZipMap([d._node for d in checked]), stages=(item,))
 
-    def pipe(
-        self, fn: Callable[Concatenate[MapDataset[T], P], R], *args: P.args, **kwargs: P.kwargs
-    ) -> R:
-        """Returns `fn(self, *args, **kwargs)`, to keep a chain readable.
+    @staticmethod
+    def concatenate(datasets: Sequence[Any]) -> MapDataset[Any]:
+        """Random access over the positions of `datasets[0]`, then `datasets[1]`, ...
+
+        As Grain's `MapDataset.concatenate`; endless (repeated) datasets are refused:
+        repeat after concatenating.
 
         Example:
-            >>> MapDataset.range(4).pipe(lambda ds, n: ds[:n], 2).__len__()
-            2
+            >>> import chute
+            >>> ds = chute.MapDataset.concatenate([chute.MapDataset.range(2), ["a", "b"]])
+            >>> len(ds), ds[2], list(ds)
+            (4, 'a', [0, 1, 'a', 'b'])
         """
-        return fn(self, *args, **kwargs)
+        if not isinstance(datasets, list | tuple):
+            raise TypeError(
+                "MapDataset.concatenate takes a list of datasets, got "
+                f"{type(datasets).__name__}; e.g. MapDataset.concatenate([a, b])."
+            )
+        checked = _sources(datasets, "MapDataset.concatenate")
+        item = Stage("concatenate", (), tuple(d._stages for d in checked))
+        return MapDataset(ConcatenateMap([d._node for d in checked]), stages=(item,))
 
-    # --- reading ----------------------------------------------------------------------
 
-    @property
-    def node(self) -> RandomAccessDataSource[T]:
-        """The node of the layers below that this dataset wraps."""
-        return self._node
-
-    def __len__(self) -> int:
-        return len(self._node)
-
-    def __iter__(self) -> Iterator[T]:
-        return iter(self.to_iter_dataset())
-
-    def __repr__(self) -> str:
-        return render("MapDataset", self._stages)
+def _sources(datasets: Sequence[Any], owner: str) -> list[MapDataset[Any]]:
+    if not datasets:
+        raise ValueError(f"{owner} needs at least one dataset.")
+    return [MapDataset.source(d) for d in datasets]

@@ -2,24 +2,18 @@
 
 A dataset's pipeline is a tuple of `chute_core.PipelineStage`s (`Stage` here), the
 one description every layer reads: `print(ds)` renders it, checkpoints fingerprint it,
-resharding and the worker planner read the traits each op declares. The fluent ops'
-traits are declared below, once, by this package that owns the ops.
+resharding and the worker planner read the traits each op declares, beside its
+implementation, in the layer that implements it (`chute_core.declare_op`).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from chute_core import (
-    InvalidArgumentError,
-    PipelineDescription,
-    PipelineStage,
-    StageTraits,
-    declare_stage,
-)
+from chute_core import InvalidArgumentError, PipelineDescription, PipelineStage, StageTraits
 from chute_core.internal import check_int, check_seed
 from chute_sources import Source
 
@@ -39,57 +33,6 @@ _MASK64 = (1 << 64) - 1
 
 Stage = PipelineStage
 """One stage of a fluent pipeline (the shared description type)."""
-
-_KEEPS = StageTraits(keeps_positions=True)
-_FLUENT_OPS = {
-    "source": StageTraits(),
-    "range": StageTraits(),
-    "slice": StageTraits(),
-    "mix": StageTraits(),
-    "select_from": StageTraits(),
-    "interleave": StageTraits(),
-    "repeat": StageTraits(),
-    "unbatch": StageTraits(),
-    "map_with_index": StageTraits(),
-    "map_with_key": StageTraits(elementwise=True, keeps_positions=True),
-    "seed": _KEEPS,
-    "map": StageTraits(elementwise=True, keeps_positions=True),
-    "random_map": StageTraits(elementwise=True, random=True),
-    "filter": StageTraits(elementwise=True, keeps_positions=True, drops=True),
-    "flat_map": StageTraits(elementwise=True, drops=True),
-    "shuffle": StageTraits(random=True),
-    "window_shuffle": StageTraits(random=True),
-    "shard": StageTraits(shard=("shard_index", "shard_count")),
-    "batch": StageTraits(
-        keeps_positions=True, groups="batch_size", performance=frozenset({"rows"})
-    ),
-    "to_iter_dataset": StageTraits(
-        keeps_positions=True, begins_stream=True, performance=frozenset({"read_options"})
-    ),
-    "prefetch": StageTraits(keeps_positions=True, performance=frozenset({"buffer_size"})),
-    "mp_prefetch": StageTraits(
-        keeps_positions=True,
-        chunk="chunk_size",
-        performance=frozenset({"num_workers", "worker_buffer_size", "per_worker_buffer_size"}),
-    ),
-    "to_device": StageTraits(
-        keeps_positions=True,
-        performance=frozenset({"device", "cpu_buffer_size", "device_buffer_size", "lockstep"}),
-    ),
-    "skip_errors": StageTraits(records_skips=True),
-    # Packing reads a variable number of elements per row: not element-wise, positions
-    # not kept, and no `groups` parameter (that is a fixed count, for random access).
-    "pack": StageTraits(),
-    # Grain's operations (`_iter_grain.py`, `_map_grain.py`). A limit keeps the
-    # positions it yields but ends early, like a slice: not element-wise.
-    "limit": StageTraits(),
-    "zip": StageTraits(),
-    "rebatch": StageTraits(),
-    "cache": StageTraits(),
-    "concatenate": StageTraits(),
-}
-for _op, _traits in _FLUENT_OPS.items():
-    declare_stage(_op, _traits)
 
 
 def stage(name: str, **params: Any) -> Stage:
@@ -158,14 +101,14 @@ def random_stage_count(stages: Sequence[Stage]) -> int:
     return sum(1 for item in stages if item.traits.random)
 
 
-def has_stage(stages: Sequence[Stage], names: frozenset[str]) -> bool:
-    """Whether a stage named in `names` is in `stages` or in any of their inputs.
+def has_stage(stages: Sequence[Stage], property: Callable[[StageTraits], bool]) -> bool:
+    """Whether a stage whose declared traits have `property` is in `stages` or their inputs.
 
     Example:
-        >>> has_stage([stage("mix", weights=None)], frozenset({"shuffle"}))
+        >>> has_stage([stage("mix", weights=None)], lambda traits: traits.random)
         False
     """
-    return PipelineDescription("", tuple(stages)).find(lambda item: item.op in names)
+    return PipelineDescription("", tuple(stages)).find(lambda item: property(item.traits))
 
 
 def stage_seed(

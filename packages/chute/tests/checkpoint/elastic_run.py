@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from chute_device.testing import join_processes, write_result
+from chute_testing.device import join_processes, write_result
 
 SAVE_AT = 3
 
@@ -43,7 +43,7 @@ def main() -> None:
 
 def pipelines(sharding: Any) -> dict[str, Any]:
     import chute
-    from chute_execution.testing import AddNoise
+    from chute_testing.execution import AddNoise
 
     source = chute.MapDataset.range(203).seed(7).shuffle()
     return {

@@ -23,6 +23,7 @@ from chute_checkpoint import (
 )
 
 V1 = Path(__file__).parent / "data_v1"  # Written on 2026-11-22 by format version 1.
+V2 = Path(__file__).parent / "data_v2"  # Written on 2026-11-27 by format version 2.
 
 
 def _fixture_pipeline():
@@ -44,11 +45,18 @@ def test_a_state_file_written_in_format_version_1_keeps_loading():
 
 
 def test_the_pinned_file_is_what_todays_chute_writes_for_that_pipeline():
-    pinned = json.loads((V1 / "process_0-of-1.json").read_text())
+    pinned = json.loads((V2 / "process_0-of-1.json").read_text())
     it = iter(_fixture_pipeline())
     for _ in range(5):
         next(it)
     assert make_document(it) == pinned
+
+
+def test_a_version_1_file_upgrades_to_what_today_writes():
+    # Version 2 added each op's traits; the fingerprint covers the pipeline alone.
+    old = json.loads((V1 / "process_0-of-1.json").read_text())
+    today = json.loads((V2 / "process_0-of-1.json").read_text())
+    assert validate_document(old, "v1") == today
 
 
 def test_the_fingerprint_hashes_structure_not_reprs():
@@ -182,14 +190,15 @@ def _valid():
             lambda d: d.pop("format"),
             'f: not a chute checkpoint: expected "format": '
             '"chute-iterator-state", found the keys '
-            "['fingerprint', 'pipeline', 'process_count', 'process_index', 'state', 'version'].",
+            "['fingerprint', 'pipeline', 'process_count', 'process_index', 'state', 'traits', "
+            "'version'].",
         ),
         (lambda d: d.update(version="1"), "f: 'version' must be an integer, got '1'."),
         (lambda d: d.pop("version"), "f: 'version' must be an integer, got None."),
         (
-            lambda d: d.update(version=2),
-            "f: written in checkpoint format version 2 by a newer "
-            "chute; this chute reads versions 1 to 1. Upgrade chute to restore it.",
+            lambda d: d.update(version=3),
+            "f: written in checkpoint format version 3 by a newer "
+            "chute; this chute reads versions 1 to 2. Upgrade chute to restore it.",
         ),
         (lambda d: d.update(version=0), "f: unknown checkpoint format version 0."),
         (lambda d: d.pop("state"), "f: the key 'state' is missing."),
@@ -204,6 +213,13 @@ def _valid():
             "f: process_index must be in [0, process_count), got 1 of 1.",
         ),
         (lambda d: d.update(pipeline={"kind": "x"}), "f: 'pipeline' must have a list of 'stages'."),
+        (lambda d: d.update(traits=[]), "f: 'traits' must be of type dict, got []."),
+        (
+            lambda d: d["traits"].update(map={"sorts": True}),
+            "f: 'traits' must map each op to its traits: unknown trait 'sorts' (known: "
+            "['begins_stream', 'chunk', 'consumer_only', 'drops', 'elementwise', 'groups', "
+            "'keeps_positions', 'performance', 'random', 'records_skips', 'shard']).",
+        ),
         (lambda d: d["pipeline"]["stages"][0]["params"].update(source=1), None),
     ],
 )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chute_device.testing import run_processes
+from chute_testing.device import run_processes
 
 SCRIPT = Path(__file__).with_name("elastic_run.py")
 TIMEOUT = 180  # Seconds for a whole run; a hang fails the test instead of the suite.

@@ -1,6 +1,9 @@
 """Elastic restore across process counts: simulated processes are iterators of shards."""
 
+import json
 import operator
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -10,6 +13,7 @@ import chute
 from chute_checkpoint import (
     ReshardError,
     apply_document,
+    fingerprint,
     make_document,
     reshard,
     reshard_directory,
@@ -193,3 +197,49 @@ def test_reshard_directory_refuses_empty_and_mixed_folders(tmp_path):
     with pytest.raises(ReshardError) as caught:
         reshard_directory(tmp_path, tmp_path / "new", 1)
     assert str(caught.value) == f"{tmp_path} mixes states of different process counts [1, 2]."
+
+
+_RESHARD_ALONE = """
+import json, sys
+from chute_checkpoint import reshard
+documents = json.loads(sys.stdin.read())
+print(json.dumps([d["state"] for d in reshard(documents, 3)]))
+"""
+
+
+def _with_a_users_op(documents, traits):
+    """The documents with a stage of an op that only the saving process declared."""
+    edited = []
+    for document in documents:
+        document = json.loads(json.dumps(document))
+        document["pipeline"]["stages"].append({"op": "users_scale", "params": {}})
+        document["fingerprint"] = fingerprint(document["pipeline"])
+        if traits is None:
+            document["version"] = 1  # Written before documents carried traits.
+            del document["traits"]
+        else:
+            document["traits"]["users_scale"] = traits
+        edited.append(document)
+    return edited
+
+
+@pytest.mark.parametrize("carried", [True, False])
+def test_a_document_reshards_with_the_traits_it_carries_in_a_process_of_its_own(carried):
+    # The resharding process imports chute_checkpoint alone: it never saw the op.
+    documents = _with_a_users_op(
+        _documents(steps=(3, 3)), {"keeps_positions": True} if carried else None
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _RESHARD_ALONE],
+        input=json.dumps(documents),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if carried:
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == [{"parent": {"position": 2}, "index": 2}] * 3
+    else:
+        assert "stage 6 (users_scale) is of an op whose traits neither the checkpoint " in (
+            done.stderr
+        )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from chute_device.testing import join_processes, write_result
+from chute_testing.device import join_processes, write_result
 
 
 def mesh_devices(kind: str, devices: list) -> tuple:
@@ -39,7 +39,7 @@ def main() -> None:
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     import chute
-    from chute_execution.testing import AddNoise
+    from chute_testing.execution import AddNoise
 
     devices, names = mesh_devices(args.mesh, jax.devices())
     sharding = NamedSharding(Mesh(devices, names), PartitionSpec("data"))

@@ -15,7 +15,7 @@ import json
 import time
 from typing import Any
 
-from chute_device.testing import join_processes, write_result
+from chute_testing.device import join_processes, write_result
 
 GLOBAL_BATCH = 16
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chute_device.testing import run_processes
+from chute_testing.device import run_processes
 
 SCRIPT = Path(__file__).with_name("multihost_run.py")
 SCENARIOS = Path(__file__).with_name("multihost_scenarios.py")

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from chute_core.internal import SHM_PREFIX, reclaim_orphaned_segments, shm_dir
-from chute_execution.testing import ANSWER_CTRL_C
+from chute_testing.execution import ANSWER_CTRL_C
 
 BOUND = 10.0  # Seconds within which each outcome must happen; generous, not a speed check.
 STARTUP = 60.0  # Seconds a subprocess may take to import chute and start its workers.
@@ -83,7 +83,7 @@ PRELUDE = """
 import json, multiprocessing, os, signal, sys, threading, time
 from multiprocessing import forkserver
 import chute
-from chute_execution.testing import FullArray, SleepAt
+from chute_testing.execution import FullArray, SleepAt
 
 def announce():
     print(json.dumps({

@@ -8,8 +8,8 @@ import pytest
 
 import chute
 from chute_execution import MultiprocessingOptions
-from chute_execution.testing import FullArray
-from chute_sources.testing import assert_trees_equal
+from chute_testing import assert_trees_equal
+from chute_testing.execution import FullArray
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -27,7 +27,7 @@ from chute_core import ChuteError
 from chute_core.internal import SHM_PREFIX
 from chute_execution import MultiprocessingOptions
 from chute_execution.internal import DEFAULT_SLAB_SIZE
-from chute_execution.testing import FullArray, SleepAt
+from chute_testing.execution import FullArray, SleepAt
 
 _spec = importlib.util.spec_from_file_location(
     "consumer_process", Path(__file__).with_name("consumer_process.py")

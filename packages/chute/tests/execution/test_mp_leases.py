@@ -16,7 +16,7 @@ import pytest
 import chute
 from chute_execution import MultiprocessingOptions
 from chute_execution.internal import LEASE_MIN_BYTES
-from chute_execution.testing import FullArray, LengthByBatch, own_slabs
+from chute_testing.execution import FullArray, LengthByBatch, own_slabs
 
 ROW = LEASE_MIN_BYTES // 8  # int64 values per element: one element is leased on its own.
 

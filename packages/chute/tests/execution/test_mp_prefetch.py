@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 
 import chute
-import chute_execution.testing
+import chute_testing.execution
 from chute_execution import (
     ChunkPlan,
     MultiprocessingOptions,
     MultiprocessPrefetchIter,
     WorkerDiedError,
 )
-from chute_execution.testing import AddNoise, FailAt, KillWorkerAt, Remainder, Repeat
 from chute_samplers import ShuffleMap
-from chute_sources.testing import assert_resumes, assert_trees_equal
+from chute_testing import assert_resumes, assert_trees_equal
+from chute_testing.execution import AddNoise, FailAt, KillWorkerAt, Remainder, Repeat
 from chute_transforms import FilterIter, FlatMapIter, MapIter
 
 _is_odd = Remainder(2, 1)
@@ -179,7 +179,7 @@ def _wait_for_no_new_segments(before, seconds=5.0):
 
 
 def _arrays():
-    return chute.MapDataset.range(64).to_iter_dataset().map(chute_execution.testing.FullArray(4096))
+    return chute.MapDataset.range(64).to_iter_dataset().map(chute_testing.execution.FullArray(4096))
 
 
 def test_arrays_come_back_equal_and_writable_through_shared_memory():
@@ -198,9 +198,9 @@ def test_no_shared_memory_is_left_behind(how):
     before = _segments()
     ds = _arrays()
     if how == "exception":
-        ds = ds.map(chute_execution.testing.FailOnSum(40 * 4096))
+        ds = ds.map(chute_testing.execution.FailOnSum(40 * 4096))
     if how == "killed worker":
-        ds = ds.map(chute_execution.testing.KillWorkerOnSum(40 * 4096))
+        ds = ds.map(chute_testing.execution.KillWorkerOnSum(40 * 4096))
     it = iter(ds.mp_prefetch(MultiprocessingOptions(num_workers=2), chunk_size=5))
     if how in ("exception", "killed worker"):
         with pytest.raises((ValueError, WorkerDiedError)):
@@ -216,7 +216,7 @@ def test_no_shared_memory_is_left_behind(how):
 
 def test_a_stuck_worker_raises_after_the_timeout_and_leaves_nothing():
     from chute_execution import WorkerTimeoutError
-    from chute_execution.testing import SleepAt
+    from chute_testing.execution import SleepAt
 
     before = _segments()
     ds = chute.MapDataset.range(40).to_iter_dataset().map(SleepAt(25, 3600))

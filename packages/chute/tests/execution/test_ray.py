@@ -27,8 +27,8 @@ ray = pytest.importorskip("ray")  # An extra: the chute layer's own environment 
 import chute  # noqa: E402
 from chute_checkpoint import apply_document, make_document, reshard  # noqa: E402
 from chute_execution import RayPrefetchIter, WorkerDiedError  # noqa: E402
-from chute_execution.testing import AddNoise, FailAt  # noqa: E402
-from chute_sources.testing import assert_resumes, assert_trees_equal  # noqa: E402
+from chute_testing import assert_resumes, assert_trees_equal  # noqa: E402
+from chute_testing.execution import AddNoise, FailAt  # noqa: E402
 
 pytestmark = pytest.mark.slow  # A Ray cluster takes seconds to start.
 

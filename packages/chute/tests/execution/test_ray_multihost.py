@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("ray")  # An extra: the chute layer's own environment lacks it.
 
-from chute_device.testing import run_processes
+from chute_testing.device import run_processes
 
 SCRIPT = Path(__file__).parent.parent / "device" / "multihost_run.py"
 

@@ -121,7 +121,7 @@ def measure(
         >>> result["elements"], result["ended"], result["cut_short"]
         (5, True, False)
     """
-    batched = has_stage(dataset._stages, frozenset({"batch"}))
+    batched = has_stage(dataset._stages, lambda traits: traits.groups is not None)
     iterator = dataset.iter(stats=True, trace=trace)
     progress = _Progress()
     start = time.perf_counter()

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from chute_core import InvalidArgumentError
-from chute_sources.testing import assert_resumes
+from chute_core.internal import assert_resumes
 from chute_transforms import batch_elements
 
 __all__ = [
@@ -202,7 +202,7 @@ def set_next_index(ds_iter: Any, index: int) -> None:
 def assert_equal_output_after_checkpoint(ds: Any) -> None:
     """Asserts that iterators of `ds` resume exactly from states taken along the way.
 
-    chute's shared resume check (`chute_sources.testing.assert_resumes`): the start,
+    chute's shared resume check (`chute_core.internal.assert_resumes`): the start,
     the middle, the end and each boundary of a run, restored into new iterators.
 
     Example:

@@ -1,7 +1,7 @@
 """Test helpers: a checkpointable iterator over an in-memory list.
 
 For tests and examples of iterators that take a parent (`BatchIter`, packing, ...).
-Use `chute_sources.testing.assert_resumes` to check resuming.
+Use `chute_testing.assert_resumes` to check resuming.
 """
 
 from __future__ import annotations

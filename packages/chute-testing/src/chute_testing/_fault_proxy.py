@@ -64,6 +64,10 @@ class ProxiedRequest:
         status: the status the proxy answered with (the server's, or a fault's).
         fault: the fault injected into this request, or None.
         sent: body bytes sent to the client.
+
+    Example:
+        >>> ProxiedRequest("GET", "/bucket/key", "bytes=0-9", 206, None, 10).status
+        206
     """
 
     method: str
@@ -309,7 +313,7 @@ class FaultProxy:
 
     Example:
         >>> import obstore
-        >>> from chute_sources.testing import LoopbackGCS
+        >>> from chute_testing import LoopbackGCS
         >>> with LoopbackGCS() as gcs, FaultProxy(gcs.endpoint) as proxy:
         ...     gcs.create_bucket("data")
         ...     gcs.put("data", "x.bin", b"hello")

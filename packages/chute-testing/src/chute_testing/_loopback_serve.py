@@ -1,10 +1,10 @@
 """The child side of `LoopbackS3` and `LoopbackGCS`: one object-storage server, in this process.
 
 The parent runs this file by path, `python .../_loopback_serve.py s3` (or `gcs`), not
-with `-m chute_sources._loopback_serve`, which would run `chute_sources/__init__.py` and
+with `-m chute_testing._loopback_serve`, which would run `chute_sources/__init__.py` and
 import numpy and pyarrow: about 0.3 s of start-up for nothing. Run by path, the script
 registers a bare stand-in for the `chute_sources` package (the folder, without its
-`__init__`), through which `chute_sources._gcs_emulator` and its sibling modules import
+`__init__`), through which `chute_testing._gcs_emulator` and its sibling modules import
 as usual. moto and gcp-storage-emulator are imported in this process only.
 
 The protocol with the parent:
@@ -52,7 +52,7 @@ def _start_moto(host: str) -> tuple[int, Callable[[], None]]:
 
 
 def _start_gcs(host: str) -> tuple[int, Callable[[], None]]:
-    from chute_sources._gcs_emulator import make_server  # Absolute: this may be a script.
+    from chute_testing._gcs_emulator import make_server  # Absolute: this may be a script.
 
     server = make_server(host, 0)
     thread = threading.Thread(target=server.serve_forever, name="gcs-emulator", daemon=True)

@@ -1,34 +1,58 @@
-"""How an `IterDataset` hands its pipeline so far to workers: processes or a Ray cluster."""
+"""How and where a stream's elements are produced: `IterDataset`'s execution ops.
+
+`prefetch` (a thread ahead), `mp_prefetch` and `ray_prefetch` (the pipeline so far on
+worker processes or a Ray cluster: one planner, two backends, see `plan_workers`),
+`skip_errors` (an error budget), `cache` (the first pass kept in memory) and
+`to_device` (batches on accelerators, the last stage). None changes which elements come
+out: each returns a new dataset of the same kind (`Self`), but `to_device`, after which
+no op may follow.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Self, TypeVar
 
-from chute_execution import MultiprocessingOptions, RayOptions
+from chute_core import ErrorBudget
+from chute_device import TO_DEVICE  # Declares to_device; jax loads only with devices.
+from chute_execution import MultiprocessingOptions, RayOptions, ThreadPrefetchIter
 from chute_execution.internal import add_preload, warm_up
+from chute_samplers import CacheIter
 
-from ._args import check_chunk_size
-from ._factories import Factory, MultiprocessFactory, plan_request
+from ._args import check_chunk_size, check_device_buffers, check_int
+from ._factories import MultiprocessFactory, SkipErrorsFactory, plan_request
+from ._iter_base import IterBase
 from ._mp_stage import mp_prefetch_stage
-from ._pipeline import has_stage
+from ._pipeline import has_stage, stage
 
-if TYPE_CHECKING:
-    from ._iter_dataset import IterDataset
-
-__all__ = ["WorkersMixin"]
+__all__ = ["ExecuteOps"]
 
 T = TypeVar("T")
 
 
-class WorkersMixin(Generic[T]):
-    """`mp_prefetch` and `ray_prefetch`: one planner, two backends (see `plan_workers`)."""
+class ExecuteOps(IterBase[T]):
+    """`prefetch`, `mp_prefetch`, `ray_prefetch`, `skip_errors`, `cache`, `to_device`."""
 
     __slots__ = ()
-    _factory: Factory
-    _seed: int | None
+
+    def prefetch(self, buffer_size: int) -> Self:
+        """Produces up to `buffer_size` elements ahead on a background thread.
+
+        The state counts only elements handed out, so a checkpoint never loses what
+        was in the buffer.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.range(5).to_iter_dataset().prefetch(2)
+            >>> list(ds)
+            [0, 1, 2, 3, 4]
+        """
+        buffer_size = check_int(buffer_size, "buffer_size", "IterDataset.prefetch")
+        return self._then(
+            ThreadPrefetchIter, stage("prefetch", buffer_size=buffer_size), buffer_size
+        )
 
     def mp_prefetch(
         self,
@@ -37,7 +61,7 @@ class WorkersMixin(Generic[T]):
         *,
         chunk_size: int | None = None,
         **option_values: Any,
-    ) -> IterDataset[T]:
+    ) -> Self:
         """Runs the pipeline so far on worker processes; the output does not change.
 
         Work is cut into chunks of `chunk_size` consecutive positions of the dataset
@@ -85,7 +109,7 @@ class WorkersMixin(Generic[T]):
         *,
         chunk_size: int | None = None,
         **option_values: Any,
-    ) -> IterDataset[T]:
+    ) -> Self:
         """Runs the pipeline so far as tasks on a Ray cluster; the output does not change.
 
         The plan of `mp_prefetch`, with another backend: each chunk of positions is a
@@ -105,6 +129,7 @@ class WorkersMixin(Generic[T]):
                 `ray_prefetch(num_workers=8, address="auto")`.
 
         Example:
+            >>> from chute import IterDataset
             >>> import chute, operator
             >>> ds = chute.MapDataset.range(8).to_iter_dataset().map(operator.neg)
             >>> ds.ray_prefetch(chute.RayOptions(num_workers=2))
@@ -123,17 +148,99 @@ class WorkersMixin(Generic[T]):
         options: MultiprocessingOptions | RayOptions,
         worker_init_fn: Callable[[int, int], Any] | None,
         chunk_size: int | None,
-    ) -> IterDataset[T]:
-        from ._iter_dataset import IterDataset
-
-        if has_stage(self._factory.stages, frozenset({"to_device"})):
+    ) -> Self:
+        if has_stage(self._factory.stages, lambda traits: traits.consumer_only):
             raise ValueError(
                 f"{name} cannot follow to_device: worker processes never touch jax. "
                 f"Call {name} first and to_device last."
             )
         request = plan_request(self._factory, options, worker_init_fn, check_chunk_size(chunk_size))
         item = functools.partial(mp_prefetch_stage, options.num_workers, shown_as=name)
-        return IterDataset(MultiprocessFactory(self._factory, request, item), seed=self._seed)
+        return self._construct(MultiprocessFactory(self._factory, request, item), self._seed)
+
+    def skip_errors(self, max_failures: int = 0, *, max_failure_rate: float = 0.0) -> Self:
+        """Skips elements that fail in the stages before this one, up to a budget.
+
+        An element whose read (a corrupt record, a truncated file) or per-element
+        transform (map, random map, filter, flat map, ..., also in worker processes)
+        raises is left out instead of ending the iteration, while the failures stay
+        within `max_failures + floor(max_failure_rate * elements read)`; the failure
+        past that raises `chute.ErrorBudgetExceededError`, naming it and the ones
+        skipped before. The skips depend only on the elements: the same with any number
+        of workers or threads, on every host. The iterator's `failures` and `skipped`
+        say what was left out; the checkpoint state records it, so a restored iterator
+        counts on and skips the same elements again. Errors that are not one element's
+        (a batch that does not stack, a dead worker) still raise.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.range(6).to_iter_dataset().map(lambda x: 12 // (x % 3))
+            >>> it = iter(ds.skip_errors(max_failures=2))
+            >>> list(it), it.failures
+            ([12, 6, 12, 6], 2)
+        """
+        budget = ErrorBudget(max_failures, max_failure_rate)
+        params: dict[str, Any] = {"max_failures": max_failures}
+        if max_failure_rate:
+            params["max_failure_rate"] = max_failure_rate
+        item = stage("skip_errors", **params)
+        return self._construct(SkipErrorsFactory(self._factory, budget, item), self._seed)
+
+    def cache(self) -> Self:
+        """Keeps the stream's first pass in memory and replays it when repeated.
+
+        Memory: every element of the stream (its whole first pass) stays in each
+        iterator for that iterator's lifetime, so cache only a stream that fits.
+        After the first pass, `repeat()` after the cache replays the elements from
+        memory without running the stages before it again (as Grain's
+        `CacheIterDataset`). The state holds positions only: restored into a new
+        iterator, the cache is rebuilt by reading the stream again up to there.
+
+        Example:
+            >>> import chute
+            >>> calls = []
+            >>> ds = chute.MapDataset.range(3).to_iter_dataset().map(lambda x: calls.append(x) or x)
+            >>> list(ds.cache().repeat(2)), calls
+            ([0, 1, 2, 0, 1, 2], [0, 1, 2])
+        """
+        return self._then(CacheIter, stage("cache"))
+
+    def to_device(
+        self,
+        device: Any,
+        *,
+        cpu_buffer_size: int = 2,
+        device_buffer_size: int = 2,
+        lockstep: bool | None = None,
+    ) -> IterBase[Any]:
+        """Batches as `jax.Array`s on `device`, prepared and transferred ahead of use.
+
+        `device` is a `jax.Device`, a `jax.sharding.Sharding` or a pytree of shardings.
+        With a sharding over several JAX processes, each process's batches are its local
+        rows (see `MapDataset.batch(..., sharding=...)`) and come out as global arrays.
+        Checkpoints count only batches handed out (see `chute_device.DevicePutIter`).
+        This must be the last stage; jax is imported only when it is used.
+
+        Example:
+            >>> import chute, jax
+            >>> ds = chute.MapDataset.range(6).batch(3).to_iter_dataset()
+            >>> [b.tolist() for b in ds.to_device(jax.devices()[0])]
+            [[0, 1, 2], [3, 4, 5]]
+        """
+        from ._device import device_put_op
+
+        cpu_buffer_size, device_buffer_size = check_device_buffers(
+            cpu_buffer_size, device_buffer_size
+        )
+        item = stage(TO_DEVICE.name, device=device)
+        return self._then(
+            device_put_op,
+            item,
+            device,
+            cpu_buffer_size=cpu_buffer_size,
+            device_buffer_size=device_buffer_size,
+            lockstep=lockstep,
+        )
 
 
 def _options(owner: str, kind: type[Any], given: Any, values: dict[str, Any]) -> Any:

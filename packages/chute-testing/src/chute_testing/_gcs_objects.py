@@ -2,7 +2,7 @@
 
 Every value comes from the emulator's JSON metadata of the object (`generation`,
 `metageneration`, `md5Hash`, `crc32c`, `updated`, `size`, ...), so the XML API's headers
-agree with what the JSON API reports. See `chute_sources._gcs_xml` for why they are needed.
+agree with what the JSON API reports. See `chute_testing._gcs_xml` for why they are needed.
 
 Example:
     >>> parse_range("bytes=-3", 10), parse_range("bytes=4-", 10), parse_range("bytes=5-3", 10)

@@ -3,7 +3,7 @@
 `make_server` builds a server on the emulator's in-memory `Storage`. Requests on the JSON
 API's paths (`/storage/v1/...`, `/upload/...`, `/download/...`, `/batch/...`, `/b/...`,
 and `/`, the health check) go to the emulator's own handler functions, through its own
-route table; every other path is the XML API, which `chute_sources._gcs_xml.XmlApi`
+route table; every other path is the XML API, which `chute_testing._gcs_xml.XmlApi`
 answers (its docstring lists what real GCS does there and the emulator does not). Gaps
 filled here, each as 'real GCS does X; the emulator does not':
 

@@ -248,7 +248,7 @@ class LoopbackS3(_LoopbackServer):
     """An S3 server (moto, in server mode) on 127.0.0.1, in a child process.
 
     Start-up takes about 1 s (moto's imports); a session-scoped fixture starts one for a
-    whole test run (`chute_sources.testing.loopback_s3_fixture`). Needs `moto[server]`.
+    whole test run (`chute_testing.loopback_s3_fixture`). Needs `moto[server]`.
     moto keeps objects in memory (those over 5 MiB in temporary files) and, unlike S3,
     reads a whole object for every request: a range read of a large object costs as much
     as reading all of it (36 ms for 64 MiB, against 2 ms for a small object).

@@ -19,7 +19,7 @@ class LoopbackGCS(_LoopbackServer):
 
     The emulator serves GCS's JSON API; obstore speaks the XML API, which the emulator
     lacks almost entirely. The child runs the emulator through
-    `chute_sources._gcs_emulator`, which adds what obstore uses (object headers, HEAD,
+    `chute_testing._gcs_emulator`, which adds what obstore uses (object headers, HEAD,
     conditional and range reads, uploads with generation preconditions, deletes, copies,
     multipart uploads, listing) and serves requests concurrently over kept-alive
     connections; its docstrings list each gap. Start-up takes about 0.1 s. Buckets made

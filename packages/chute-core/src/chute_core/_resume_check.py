@@ -1,17 +1,12 @@
-"""Test helpers shared by every chute layer (and by users writing their own iterators).
+"""The resume check of every checkpointable iterator (and of users' own iterators).
 
 `assert_resumes` is THE resume test: every checkpointable iterator in chute goes
 through it. It checks that restoring a state taken at the start, in the middle, at
 epoch boundaries and at the end continues with exactly the elements an uninterrupted
 run yields, through a JSON round trip, into a fresh iterator and into one that has
-already moved on.
-
-Object storage on loopback, for the tests and benchmarks of `s3://` and `gs://` reading:
-`LoopbackS3` (moto) and `LoopbackGCS` (gcp-storage-emulator, completed to answer like
-GCS) run real servers in child processes, and `FaultProxy` sits between a client and
-one of them, adding latency, error statuses, connection resets and stalls. The servers
-need chute's dev dependencies; `loopback_s3_fixture` and `loopback_gcs_fixture` are the
-bodies of session-scoped pytest fixtures that skip when those are missing.
+already moved on. It is part of the product, not only of chute's tests: Grain's
+`assert_equal_output_after_checkpoint` (`chute.grain`) is this check, and
+`chute_testing` gives it to tests.
 """
 
 from __future__ import annotations
@@ -19,78 +14,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from chute_core import CheckpointableIterator, IteratorState
+from ._protocols import CheckpointableIterator, IteratorState
 
-from ._fault_proxy import FaultProxy, ProxiedRequest
-from ._loopback import LoopbackS3, LoopbackServerError, _LoopbackServer
-from ._loopback_gcs import LoopbackGCS
-
-__all__ = [
-    "FaultProxy",
-    "LoopbackGCS",
-    "LoopbackS3",
-    "LoopbackServerError",
-    "ProxiedRequest",
-    "assert_resumes",
-    "assert_trees_equal",
-    "collect_with_states",
-    "loopback_gcs_fixture",
-    "loopback_s3_fixture",
-]
-
-_Server = TypeVar("_Server", bound=_LoopbackServer)
-
-
-def _serve_or_skip(server: _Server) -> Iterator[_Server]:
-    import pytest  # Only ever run by pytest: not a dependency of chute-sources.
-
-    missing = server.missing()
-    if missing is not None:
-        pytest.skip(missing)
-    with server:
-        yield server
-
-
-def loopback_s3_fixture() -> Iterator[LoopbackS3]:
-    """The body of a session-scoped pytest fixture: a running `LoopbackS3`.
-
-    Skips the tests that use it, saying what to install, when moto[server] is missing.
-    chute's `conftest.py` files declare the fixture `loopback_s3` with it.
-
-    Example:
-        In a `conftest.py` (chute_sources does not depend on pytest, so the decorator
-        is applied there):
-
-        ```python
-        import pytest
-        from chute_sources.testing import loopback_s3_fixture
-
-        loopback_s3 = pytest.fixture(scope="session", name="loopback_s3")(loopback_s3_fixture)
-        ```
-    """
-    yield from _serve_or_skip(LoopbackS3())
-
-
-def loopback_gcs_fixture() -> Iterator[LoopbackGCS]:
-    """The body of a session-scoped pytest fixture: a running `LoopbackGCS`.
-
-    Skips the tests that use it, saying what to install, when gcp-storage-emulator is
-    missing. chute's `conftest.py` files declare the fixture `loopback_gcs` with it.
-
-    Example:
-        ```python
-        import pytest
-        from chute_sources.testing import loopback_gcs_fixture
-
-        loopback_gcs = pytest.fixture(scope="session", name="loopback_gcs")(loopback_gcs_fixture)
-        ```
-    """
-    yield from _serve_or_skip(LoopbackGCS())
+__all__ = ["assert_resumes", "assert_trees_equal", "collect_with_states"]
 
 
 def assert_trees_equal(actual: Any, expected: Any, path: str = "element") -> None:
@@ -161,6 +92,20 @@ def collect_with_states(
     """Runs `iterator`, returning its elements and the state before each one (and at end).
 
     `states[k]` is the state after `k` elements, so `len(states) == len(elements) + 1`.
+
+    Example:
+        >>> class Letters:
+        ...     def __init__(self):
+        ...         self.i = 0
+        ...     def __next__(self):
+        ...         if self.i == 2:
+        ...             raise StopIteration
+        ...         self.i += 1
+        ...         return "ab"[self.i - 1]
+        ...     def get_state(self):
+        ...         return {"i": self.i}
+        >>> collect_with_states(Letters())
+        (['a', 'b'], [{'i': 0}, {'i': 1}, {'i': 2}])
     """
     elements: list[Any] = []
     states = [_json_round_trip(iterator.get_state(), "at the start")]
@@ -215,7 +160,7 @@ def assert_resumes(
         The elements of the uninterrupted run.
 
     Example:
-        >>> from chute_core._protocols import IteratorState
+        >>> from chute_core import IteratorState
         >>> class Count:
         ...     def __init__(self): self.i = 0
         ...     def __iter__(self): return self

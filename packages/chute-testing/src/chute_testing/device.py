@@ -57,7 +57,7 @@ def run_processes(
         >>> script = folder / "echo.py"
         >>> _ = script.write_text(textwrap.dedent('''
         ...     import argparse
-        ...     from chute_device.testing import write_result
+        ...     from chute_testing.device import write_result
         ...     parser = argparse.ArgumentParser()
         ...     for name in ("--num-processes", "--process-id", "--port", "--out"):
         ...         parser.add_argument(name)

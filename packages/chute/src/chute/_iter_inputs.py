@@ -1,0 +1,82 @@
+"""What a user may pass where a stream is expected, as the factory that builds it.
+
+`IterDataset.source` takes a zero-argument callable that makes an iterator; a mix, an
+interleave, a zip or a concatenation takes datasets of either kind (a `MapDataset` is
+read in order) or such callables. These helpers turn each into the factory chain that
+builds its iterators (`_factories`), whose stages describe it: so the ops that combine
+streams need no dataset class to read their inputs.
+
+Example:
+    >>> import chute
+    >>> factory_of(chute.MapDataset.range(2)).stages[-1].op
+    'to_iter_dataset'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from chute_core import CheckpointableIterator
+
+from ._factories import Factory, JoinFactory, SourceFactory
+from ._pipeline import Stage, stage
+
+__all__ = ["factory_of", "join_factory", "listed", "source_factory"]
+
+
+def source_factory(make_iterator: Callable[[], CheckpointableIterator[Any]]) -> Factory:
+    """The factory of `IterDataset.source(make_iterator)`; a clear error for anything else."""
+    if not callable(make_iterator) or hasattr(make_iterator, "__next__"):
+        raise TypeError(
+            "IterDataset.source needs a zero-argument callable that returns a new "
+            f"checkpointable iterator (e.g. functools.partial(ParquetStream, path)), got "
+            f"{type(make_iterator).__name__}: an iterator can be iterated only once."
+        )
+    return SourceFactory(make_iterator, stage("source", make=make_iterator))
+
+
+def factory_of(dataset: Any) -> Factory:
+    """The factory of `dataset`: a stream's own, a `MapDataset` read in order, a source."""
+    factory = getattr(dataset, "_factory", None)
+    if factory is not None:  # An IterDataset.
+        return factory  # type: ignore[no-any-return]
+    if hasattr(dataset, "to_iter_dataset"):  # A MapDataset: read in order.
+        return dataset.to_iter_dataset()._factory  # type: ignore[no-any-return]
+    if hasattr(dataset, "__next__"):
+        raise TypeError(
+            f"got an iterator ({type(dataset).__name__}), which can be read only once; pass "
+            "a dataset, or a zero-argument callable that makes the iterator (e.g. "
+            "functools.partial(ParquetStream, path)), so every iteration gets its own."
+        )
+    if callable(dataset):
+        return source_factory(dataset)
+    raise TypeError(
+        "expected an IterDataset, a MapDataset or a zero-argument callable making an "
+        f"iterator, got {type(dataset).__name__}."
+    )
+
+
+def listed(datasets: Any, owner: str) -> Sequence[Any]:
+    """`datasets` if it is a list or tuple, else a clear error."""
+    if not isinstance(datasets, list | tuple):
+        raise TypeError(
+            f"{owner} takes a list of datasets, got {type(datasets).__name__}; e.g. "
+            f"{owner}([a, b])."
+        )
+    return datasets
+
+
+def join_factory(
+    datasets: Sequence[Any],
+    op: Any,
+    name: str,
+    owner: str,
+    params: tuple[tuple[str, str], ...] = (),
+) -> Factory:
+    """Reads every stream of `datasets` with `op` (a zip, a concatenation)."""
+    if not datasets:
+        raise ValueError(f"{owner} needs at least one dataset.")
+    factories = [factory_of(d) for d in datasets]
+    item = Stage(name, params, tuple(f.stages for f in factories))
+    return JoinFactory(factories, op, item)
