@@ -306,7 +306,7 @@ def test_the_expiry_timer_never_starts_while_the_pool_is_locked(monkeypatch, tmp
     with pool.timer_stopped():
         pass
     assert len(pool.take(1)) == 1
-    from chute_execution.testing import wait_until
+    from chute_testing.execution import wait_until
 
     assert wait_until(lambda: pool.idle_bytes() == 0, seconds=10)  # Expired on its timer.
     assert locked_at_start and not any(locked_at_start)
