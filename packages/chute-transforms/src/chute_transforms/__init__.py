@@ -56,6 +56,9 @@ from ._map_structure_ops import BatchMap as BatchMap
 from ._map_structure_ops import FlatMapMap as FlatMapMap
 from ._packing import PackedRow as PackedRow
 from ._rebatch import RebatchIter as RebatchIter
+from ._select_keys import MissingKeyError as MissingKeyError
+from ._select_keys import SelectKeysIter as SelectKeysIter
+from ._select_keys import SelectKeysMap as SelectKeysMap
 from ._skip_errors import SkipErrorsIter as SkipErrorsIter
 from ._tokenize import Tokenize as Tokenize
 from ._transforms import BatchTransform as BatchTransform
@@ -92,12 +95,15 @@ __all__ = [
     "MapWithKeyIter",
     "MapWithKeyMap",
     "Mask",
+    "MissingKeyError",
     "PackedRow",
     "PackingError",
     "RandomMapIter",
     "RandomMapMap",
     "RandomMapTransform",
     "RebatchIter",
+    "SelectKeysIter",
+    "SelectKeysMap",
     "SkipErrorsIter",
     "Tokenize",
     "TransformTypeError",

@@ -47,6 +47,7 @@ from ._factories import (
     SourceFactory,
     batch_step,
 )
+from ._fluent_op import fluent_op
 from ._iter_execute import ExecuteOps
 from ._iter_inputs import factory_of, join_factory, listed, source_factory
 from ._iter_order import OrderOps
@@ -228,6 +229,9 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
             [[1, 2], [3, 4], [5]]
         """
         return apply_transforms(self, transformations, "IterDataset.apply")  # type: ignore[no-any-return]
+
+    select_keys = fluent_op("select_keys")
+    """Keeps only `keys` of each dict element, in that order (`chute_transforms.SelectKeysMap`)."""
 
     # --- structure: elements into batches, rows and back ---------------------------
 

@@ -34,6 +34,7 @@ from chute_transforms import (
 
 from ._apply import apply_transforms
 from ._args import check_int, check_weights
+from ._fluent_op import fluent_op
 from ._map_device import host_rows
 from ._map_order import MapOrderOps
 from ._pipeline import Stage, has_stage, show_source, stage
@@ -235,6 +236,9 @@ class MapDataset(MapOrderOps[T]):
             [1, 3, 5]
         """
         return apply_transforms(self, transformations, "MapDataset.apply")  # type: ignore[no-any-return]
+
+    select_keys = fluent_op("select_keys")
+    """Keeps only `keys` of each dict element, in that order (`chute_transforms.SelectKeysMap`)."""
 
     # --- structure: elements into batches and back --------------------------------
 
