@@ -8,7 +8,7 @@ loaded 2-core machine: they catch hangs, not slowness). `measure_faults.py` runs
 same scenarios (from `fault_scenarios.py`) and prints the measured figures.
 
 Covered elsewhere, not repeated here: Ctrl-C, a long run and `close()` of a stuck
-pipeline (`packages/chute/tests/execution/test_mp_faults.py`), a killed parent
+pipeline (`tests/execution/test_mp_faults.py`), a killed parent
 (`test_mp_killed_parent.py` there), a nearly full `/dev/shm` (`test_shm_full_faults.py`),
 truncated and corrupt files opened afresh (`packages/chute-sources/tests/`,
 `test_fuzz_readers.py`), and the soak run (`tests/soak/soak.py`).

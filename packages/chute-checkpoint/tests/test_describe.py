@@ -1,6 +1,6 @@
 """Structural descriptions of values, and iterators that describe themselves (or not).
 
-From test_format.py, which moved to packages/chute/tests/checkpoint (its other tests
+From test_format.py, which moved to tests/checkpoint (its other tests
 describe pipelines built with `chute.MapDataset`); these need only the layers below.
 """
 

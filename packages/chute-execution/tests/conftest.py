@@ -1,20 +1,11 @@
-import gc
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
-from chute_testing.execution import chute_threads, wait_until
+from chute_testing.execution import no_leaked_threads, wait_until
 
-
-@pytest.fixture(autouse=True)
-def no_leaked_threads() -> Iterator[None]:
-    """Every test must leave no reader or prefetch thread behind once its iterators are
-    collected."""
-    yield
-    if chute_threads():
-        gc.collect()  # Only when needed: a full collection costs tens of milliseconds.
-    assert wait_until(lambda: not chute_threads()), f"leaked threads: {chute_threads()}"
+no_leaked_threads = pytest.fixture(autouse=True)(no_leaked_threads)
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 A result whose large arrays are leased stays valid while held, a writer grows spare
 slabs while slabs are leased and retires them after, and arrays built in an arena
 arrive without a copy. (What the user sees through `mp_prefetch` is tested with the
-meta-package, in `packages/chute/tests/execution/test_mp_leases.py`.)
+meta-package, in `tests/execution/test_mp_leases.py`.)
 """
 
 from __future__ import annotations

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from chute_core.internal import SHM_PREFIX, shm_dir
 
-__all__ = ["chute_threads", "own_slabs", "slabs_of", "wait_until"]
+__all__ = ["chute_threads", "no_leaked_threads", "own_slabs", "slabs_of", "wait_until"]
 
 
 def chute_threads() -> list[threading.Thread]:
@@ -79,3 +80,26 @@ def own_slabs() -> set[str]:
         if _descends_from_us(int(name.split("-")[1]))
         or not os.path.exists(f"/proc/{name.split('-')[1]}")
     }
+
+
+def no_leaked_threads() -> Iterator[None]:
+    """The body of an autouse pytest fixture: no reader or prefetch thread outlives a test.
+
+    Once the test's iterators are collected, every thread `chute_threads` lists must end
+    (within `wait_until`'s bound). The conftests of the tests of the execution layer and
+    of the cross-layer execution scenarios declare it.
+
+    Example:
+        In a `conftest.py`:
+
+        ```python
+        import pytest
+        from chute_testing.execution import no_leaked_threads
+
+        no_leaked_threads = pytest.fixture(autouse=True)(no_leaked_threads)
+        ```
+    """
+    yield
+    if chute_threads():
+        gc.collect()  # Only when needed: a full collection costs tens of milliseconds.
+    assert wait_until(lambda: not chute_threads()), f"leaked threads: {chute_threads()}"
