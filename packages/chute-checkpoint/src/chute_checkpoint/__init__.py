@@ -23,7 +23,9 @@ Example:
     True
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from chute_core.internal import lazy_attributes
 
 from ._describe import PERFORMANCE_PARAMETERS as PERFORMANCE_PARAMETERS
 from ._describe import PIPELINE_ATTRIBUTE as PIPELINE_ATTRIBUTE
@@ -57,18 +59,9 @@ if TYPE_CHECKING:
     from ._orbax import CheckpointRestore as CheckpointRestore
     from ._orbax import CheckpointSave as CheckpointSave
 
-_ORBAX = frozenset({"CheckpointHandler", "CheckpointRestore", "CheckpointSave"})
-
-
-def __getattr__(name: str) -> Any:
-    # Orbax imports JAX and takes seconds: load it when its names are first used.
-    if name not in _ORBAX:
-        raise AttributeError(f"module 'chute_checkpoint' has no attribute {name!r}")
-    from . import _orbax
-
-    value = getattr(_orbax, name)
-    globals()[name] = value
-    return value
+# Orbax imports JAX and takes seconds: load it when its names are first used.
+_ORBAX = ("CheckpointHandler", "CheckpointRestore", "CheckpointSave")
+__getattr__ = lazy_attributes(__name__, dict.fromkeys(_ORBAX, "._orbax"))
 
 
 __all__ = [

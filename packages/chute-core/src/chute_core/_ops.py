@@ -184,10 +184,23 @@ def declare_op(
     """
     declaration = OpDeclaration(name, traits or StageTraits(), map_node, iter_node)
     known = _OPS.setdefault(name, declaration)
-    if known != declaration:
+    if _shape(known) != _shape(declaration):
         raise ValueError(f"op {name!r} is already declared, otherwise: {known}.")
     declare_stage(name, declaration.traits)
     return declaration
+
+
+def _shape(declaration: OpDeclaration) -> tuple[Any, ...]:
+    """What must agree when an op is declared twice: its traits, its classes' names.
+
+    By name, not identity: a module imported again under another name (a test runner
+    importing a file by its path) declares the same op with copies of its classes.
+    """
+    names = [
+        None if kind is None else kind.__qualname__
+        for kind in (declaration.map_node, declaration.iter_node)
+    ]
+    return declaration.traits, *names
 
 
 def declared_op(name: str) -> OpDeclaration | None:

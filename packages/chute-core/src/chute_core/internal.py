@@ -11,6 +11,7 @@ user's code should use the names of `chute_core` (or `chute`) instead.
   `quiet_during_forks` / `threads_quieted` for chute's own background threads.
 - Shared-memory files: their folder, names, owners, creation and clean-up.
 - `distinct`: the sorted distinct values of an integer array.
+- `lazy_attributes`: a package's names loaded on first use (slow imports wait).
 - The resume check every checkpointable iterator passes: `assert_resumes`, with
   `collect_with_states` and `assert_trees_equal` (tests reach them through
   `chute_testing`; `chute.grain` offers it as Grain's
@@ -54,6 +55,7 @@ from ._fork import (
     thread_count,
     threads_quieted,
 )
+from ._lazy import lazy_attributes
 from ._resume_check import assert_resumes, assert_trees_equal, collect_with_states
 from ._shm import (
     SHM_DIR_ENV,
@@ -93,6 +95,7 @@ __all__ = [
     "distinct",
     "fork_refusal",
     "forking",
+    "lazy_attributes",
     "ledger_scope",
     "map_in_fork",
     "new_segment_path",

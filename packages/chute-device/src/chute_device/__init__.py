@@ -16,8 +16,9 @@ Example:
     [0, 1, 2, 3]
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from chute_core.internal import lazy_attributes
 
 from ._op import TO_DEVICE
 
@@ -47,15 +48,7 @@ _LAZY = {
     "row_split": "._sharding",
     "shard_options_for_mesh": "._sharding",
 }
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'chute_device' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [

@@ -31,6 +31,7 @@ from ._node import ENDLESS as ENDLESS
 from ._node import EpochArray as EpochArray
 from ._node import MapNode as MapNode
 from ._node import PositionArray as PositionArray
+from ._node import PositionMap as PositionMap
 from ._node import SliceMap as SliceMap
 from ._node import fetch as fetch
 from ._node import node_epoch_length as node_epoch_length
@@ -72,6 +73,7 @@ __all__ = [
     "NoSharding",
     "Permutation",
     "PositionArray",
+    "PositionMap",
     "RepeatIter",
     "RepeatMap",
     "SelectFromMap",

@@ -54,6 +54,7 @@ __all__ = [
     "EpochArray",
     "MapNode",
     "PositionArray",
+    "PositionMap",
     "SliceMap",
     "consecutive",
     "fetch",
@@ -237,7 +238,35 @@ class MapNode(abc.ABC, Generic[T]):
                     yield element
 
 
-class SliceMap(MapNode[T]):
+class PositionMap(MapNode[T]):
+    """A node each of whose positions reads one position of its parent.
+
+    It says which in `parent_positions` and reads through it: slices, repeats,
+    shards and shuffles are such nodes (and `record_keys` follows them to the source).
+
+    Example:
+        >>> class Reversed(PositionMap):
+        ...     def __init__(self, parent):
+        ...         self._parent = parent
+        ...     def __len__(self):
+        ...         return len(self._parent)
+        ...     def parent_positions(self, positions, epochs):
+        ...         return self._parent, len(self._parent) - 1 - positions, epochs
+        >>> list(Reversed(range(3)))
+        [2, 1, 0]
+    """
+
+    @abc.abstractmethod
+    def parent_positions(
+        self, positions: PositionArray, epochs: EpochArray
+    ) -> tuple[RandomAccessDataSource[Any], PositionArray, EpochArray]:
+        """Where `positions` are read from: `(parent, its positions, their epochs)`."""
+
+    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T]:
+        return fetch(*self.parent_positions(positions, epochs))
+
+
+class SliceMap(PositionMap[T]):
     """The elements `parent[s]` for a Python slice `s` (any start, stop and step).
 
     A slice is a *fixed* subset: it reads its parent in epoch 0 whatever epoch it is
@@ -297,9 +326,6 @@ class SliceMap(MapNode[T]):
 
     def __len__(self) -> int:
         return len(self._range)
-
-    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T]:
-        return fetch(*self.parent_positions(positions, epochs))
 
     def parent_positions(
         self, positions: PositionArray, epochs: EpochArray

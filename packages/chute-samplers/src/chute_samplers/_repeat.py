@@ -12,9 +12,8 @@ from chute_core.internal import check_dataset, check_int
 from ._node import (
     ENDLESS,
     EpochArray,
-    MapNode,
     PositionArray,
-    fetch,
+    PositionMap,
     node_epoch_length,
 )
 
@@ -23,7 +22,7 @@ __all__ = ["RepeatMap"]
 T = TypeVar("T")
 
 
-class RepeatMap(MapNode[T]):
+class RepeatMap(PositionMap[T]):
     """Repeats `parent` `num_epochs` times, or endlessly (length `sys.maxsize`).
 
     Position `i` is the parent's position `i % len(parent)` in pass `i // len(parent)`;
@@ -88,9 +87,6 @@ class RepeatMap(MapNode[T]):
     def epoch_length(self) -> int:
         """One pass of the parent (or the parent's own epochs, if they tile it)."""
         return self._epoch_length
-
-    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T]:
-        return fetch(*self.parent_positions(positions, epochs))
 
     def parent_positions(
         self, positions: PositionArray, epochs: EpochArray

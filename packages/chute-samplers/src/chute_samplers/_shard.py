@@ -7,7 +7,7 @@ from typing import TypeVar
 from chute_core import RandomAccessDataSource, StageTraits, declare_op
 from chute_core.internal import check_bool, check_dataset, check_int
 
-from ._node import EpochArray, MapNode, PositionArray, fetch, node_epoch_length
+from ._node import EpochArray, PositionArray, PositionMap, node_epoch_length
 from ._shard_options import ShardOptions
 
 __all__ = ["SHARD", "ShardMap"]
@@ -15,7 +15,7 @@ __all__ = ["SHARD", "ShardMap"]
 T = TypeVar("T")
 
 
-class ShardMap(MapNode[T]):
+class ShardMap(PositionMap[T]):
     """Shard `shard_index` of `shard_count`: the parent's positions `index, index + count, ...`.
 
     Shards are disjoint and together cover the parent; with `drop_remainder=True` each
@@ -88,9 +88,6 @@ class ShardMap(MapNode[T]):
     def epoch_length(self) -> int:
         """The parent's epochs divided by `shard_count` when they split evenly."""
         return self._epoch_length
-
-    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T]:
-        return fetch(*self.parent_positions(positions, epochs))
 
     def parent_positions(
         self, positions: PositionArray, epochs: EpochArray

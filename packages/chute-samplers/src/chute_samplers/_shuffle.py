@@ -9,7 +9,13 @@ import numpy as np
 from chute_core import RandomAccessDataSource, StageTraits, declare_op
 from chute_core.internal import check_dataset, check_seed, distinct
 
-from ._node import EpochArray, MapNode, PositionArray, consecutive, fetch, node_epoch_length
+from ._node import (
+    EpochArray,
+    PositionArray,
+    PositionMap,
+    consecutive,
+    node_epoch_length,
+)
 from ._permutation import Permutation
 
 __all__ = ["SHUFFLE", "ShuffleMap"]
@@ -21,7 +27,7 @@ _WINDOW = 1 << 14  # The most permuted positions computed ahead for an in-order 
 _AHEAD = 64  # A window holds this many reads of the size that asked for it.
 
 
-class ShuffleMap(MapNode[T]):
+class ShuffleMap(PositionMap[T]):
     """Permutes `parent` with a `Permutation` keyed by `(seed, epoch)`.
 
     The permutation is never materialised (O(1) memory, O(1) per position). The parent
@@ -91,9 +97,6 @@ class ShuffleMap(MapNode[T]):
                 self._permutations.clear()
             perm = self._permutations[size, epoch] = Permutation(size, self._seed, epoch)
         return perm
-
-    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T]:
-        return fetch(*self.parent_positions(positions, epochs))
 
     def parent_positions(
         self, positions: PositionArray, epochs: EpochArray

@@ -12,8 +12,7 @@ Example:
     [9, 1]
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from chute_core import DROPPED as DROPPED
 from chute_core import ArgumentTypeError as ArgumentTypeError
@@ -51,6 +50,7 @@ from chute_core import declared_stages as declared_stages
 from chute_core import is_declared as is_declared
 from chute_core import read_records as read_records
 from chute_core import stage_traits as stage_traits
+from chute_core.internal import lazy_attributes
 
 from ._base import Source as Source
 from ._codec import decode_record as decode_record
@@ -96,13 +96,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'chute_sources' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [

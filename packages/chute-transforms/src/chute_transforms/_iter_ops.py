@@ -40,12 +40,11 @@ from ._adapters import (
     as_flat_map_fn,
     as_map_fn,
     as_map_with_index_fn,
-    as_random_map_fn,
 )
 from ._map_ops import FilterMap, MapMap, MapWithIndexMap, RandomMapMap, fn_name
 from ._map_structure_ops import FlatMapMap
 from ._origins import child_origin
-from ._record_rng import OriginRecords, check_key_kind, record_key_rngs
+from ._record_rng import OriginRecords, random_map_parts, record_key_rngs
 from ._stage_errors import annotate
 
 __all__ = [
@@ -263,11 +262,8 @@ class RandomMapIter(_StreamOp[U]):
         key: str = "position",
     ) -> None:
         super().__init__(parent, fn)
-        self._fn = as_random_map_fn(fn)
-        record_rng(seed, 0, "random_map")  # Checks the seed now.
-        self._seed = seed
+        self._fn, self._seed, self._by_record = random_map_parts(fn, seed, key, "RandomMapIter")
         self._records = OriginRecords(parent, f"random_map({self._fn_shown}, key='record')")
-        self._by_record = check_key_kind(key, "RandomMapIter")
 
     def __next__(self) -> U:
         parent = self._parent

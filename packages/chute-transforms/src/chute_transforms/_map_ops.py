@@ -33,10 +33,9 @@ from ._adapters import (
     as_many_fn,
     as_map_fn,
     as_map_with_index_fn,
-    as_random_map_fn,
     many_or_none,
 )
-from ._record_rng import check_key_kind, record_key_rngs
+from ._record_rng import random_map_parts, record_key_rngs
 from ._stage_errors import annotate
 
 __all__ = [
@@ -221,10 +220,7 @@ class RandomMapMap(_ElementOp[U]):
         key: str = "position",
     ) -> None:
         super().__init__(parent, fn)
-        self._fn = as_random_map_fn(fn)
-        record_rng(seed, 0, "random_map")  # Checks the seed now, not in a worker.
-        self._seed = seed
-        self._by_record = check_key_kind(key, "RandomMapMap")
+        self._fn, self._seed, self._by_record = random_map_parts(fn, seed, key, "RandomMapMap")
 
     @property
     def seed(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -9,7 +10,9 @@ import numpy as np
 from chute_core import InvalidArgumentError
 from chute_samplers import EpochArray, PositionArray, reader_dataset, record_keys, record_rng
 
-__all__ = ["KEY_KINDS", "OriginRecords", "check_key_kind", "record_key_rngs"]
+from ._adapters import as_random_map_fn
+
+__all__ = ["KEY_KINDS", "OriginRecords", "check_key_kind", "random_map_parts", "record_key_rngs"]
 
 KEY_KINDS = ("position", "record")
 """What a random map's generator is keyed by."""
@@ -83,3 +86,21 @@ class OriginRecords:
             self._records, np.array(origin, np.int64), np.zeros(1, np.uint64)
         )
         return int(keys[0]), int(passes[0])
+
+
+def random_map_parts(
+    fn: Any, seed: int, key: str, owner: str
+) -> tuple[Callable[[Any, np.random.Generator], Any], int, bool]:
+    """A random map's function, its seed (checked now, not in a worker) and its key kind.
+
+    What `RandomMapMap` and `RandomMapIter` both make of their arguments: the function
+    (a `RandomMapTransform` or a callable of `(element, rng)`), the seed, and whether
+    the generators are keyed by record (`key="record"`) rather than by position.
+
+    Example:
+        >>> fn, seed, by_record = random_map_parts(lambda x, rng: x, 3, "record", "docs")
+        >>> seed, by_record
+        (3, True)
+    """
+    record_rng(seed, 0, "random_map")  # Raises now for a seed the generators refuse.
+    return as_random_map_fn(fn), seed, check_key_kind(key, owner)

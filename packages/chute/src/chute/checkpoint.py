@@ -17,7 +17,7 @@ Example:
     [1, 2, 3, 4]
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from chute_checkpoint import CheckpointError as CheckpointError
 from chute_checkpoint import CheckpointFormatError as CheckpointFormatError
@@ -29,23 +29,15 @@ from chute_checkpoint import reshard_directory as reshard_directory
 from chute_checkpoint import reshard_for as reshard_for
 from chute_checkpoint import restore as restore
 from chute_checkpoint import save as save
+from chute_core.internal import lazy_attributes
 
 if TYPE_CHECKING:
     from chute_checkpoint import CheckpointHandler as CheckpointHandler
     from chute_checkpoint import CheckpointRestore as CheckpointRestore
     from chute_checkpoint import CheckpointSave as CheckpointSave
 
-_ORBAX = frozenset({"CheckpointHandler", "CheckpointRestore", "CheckpointSave"})
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _ORBAX:
-        raise AttributeError(f"module 'chute.checkpoint' has no attribute {name!r}")
-    import chute_checkpoint
-
-    value = getattr(chute_checkpoint, name)
-    globals()[name] = value
-    return value
+_ORBAX = ("CheckpointHandler", "CheckpointRestore", "CheckpointSave")
+__getattr__ = lazy_attributes(__name__, dict.fromkeys(_ORBAX, "chute_checkpoint"))
 
 
 __all__ = [
