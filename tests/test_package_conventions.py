@@ -18,6 +18,7 @@ PACKAGES = [
     "chute_device",
     "chute_checkpoint",
     "chute",
+    "chute_cli",
 ]
 BELOW_DEVICE = ["chute_sources", "chute_samplers", "chute_transforms", "chute_execution"]
 MAX_LINES = 500
