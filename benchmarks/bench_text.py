@@ -19,7 +19,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 import chute
-from chute.cli._demo_text_data import EOS, docstrings, train_tokenizer
+from chute_cli.text_corpus import EOS, docstrings, train_tokenizer
 
 from ._timing import median_ratio, median_seconds
 

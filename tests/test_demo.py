@@ -19,9 +19,9 @@ def _bar_states(stderr: str, label: str) -> list[str]:
 
 
 def _run(tmp_path: Path, *command: str) -> subprocess.CompletedProcess[str]:
-    """`python -m chute demo ...` in `tmp_path`; fails the test if it fails."""
+    """`python -m chute_cli demo ...` in `tmp_path`; fails the test if it fails."""
     done = subprocess.run(
-        [sys.executable, "-m", "chute", "demo", *command],
+        [sys.executable, "-m", "chute_cli", "demo", *command],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -19,6 +19,7 @@ PACKAGES = [
     "chute_device",
     "chute_checkpoint",
     "chute",
+    "chute_cli",
     "chute_testing",
 ]
 BELOW_DEVICE = [

@@ -38,7 +38,7 @@ def docstring_lengths() -> list[int]:
     import json
 
     import chute
-    from chute.cli._demo_text_data import EOS, train_tokenizer, write_corpus
+    from chute_cli.text_corpus import EOS, train_tokenizer, write_corpus
 
     folder = tempfile.mkdtemp(prefix="chute-packing-")
     corpus, _, _ = write_corpus(folder)

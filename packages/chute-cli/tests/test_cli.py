@@ -3,12 +3,12 @@ import sys
 
 import pytest
 
-from chute.cli import main
+from chute_cli import main
 
 
 def _chute(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "chute.cli", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "chute_cli", *args], capture_output=True, text=True, timeout=300
     )
 
 
@@ -38,7 +38,7 @@ def test_bad_arguments_exit_2(capsys):
 @pytest.mark.parametrize("command", ["convert", "inspect", "bench", "demo"])
 def test_every_command_has_help_with_an_example(command):
     result = subprocess.run(
-        [sys.executable, "-m", "chute", command, "--help"], capture_output=True, text=True
+        [sys.executable, "-m", "chute_cli", command, "--help"], capture_output=True, text=True
     )
     assert result.returncode == 0
     assert result.stdout.startswith(f"usage: chute {command}")

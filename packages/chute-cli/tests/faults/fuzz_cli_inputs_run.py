@@ -32,11 +32,32 @@ import struct
 import sys
 import zlib
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fuzz_readers_run import mutate as mutate_bytes
-
 JSONL_LINES = 40
 IMAGES_PER_CLASS = 3
+
+
+def mutate_bytes(data: bytes, rng: random.Random) -> bytes:
+    """Bits flipped, a range overwritten, a truncation or a zeroed tail (one of them).
+
+    The mutations of the readers' fuzz test (`tests/faults/fuzz_readers_run.py`), drawn
+    from `rng` in the same order.
+    """
+    out = bytearray(data)
+    how = rng.choice(["flip", "overwrite", "truncate", "zero-tail"])
+    if how == "flip":
+        for _ in range(rng.randint(1, 8)):
+            i = rng.randrange(len(out))
+            out[i] ^= 1 << rng.randrange(8)
+    elif how == "overwrite":
+        start = rng.randrange(len(out))
+        length = rng.randint(1, 64)
+        out[start : start + length] = bytes(rng.randrange(256) for _ in range(length))
+    elif how == "truncate":
+        del out[rng.randrange(1, len(out)) :]
+    else:
+        start = rng.randrange(len(out))
+        out[start:] = bytes(len(out) - start)
+    return bytes(out)
 
 
 def _png(width: int, height: int, rng: random.Random) -> bytes:
@@ -135,9 +156,9 @@ def mutate(kind: str, valid: str, target: str, number: int, rng: random.Random) 
 
 
 def check(kind: str, path: str, out: str, number: int, outcomes: dict[str, int]) -> None:
-    from chute.cli._common import EXIT_DATA, CliError
-    from chute.cli._convert import run_convert
-    from chute.cli._inputs import open_input
+    from chute_cli._common import EXIT_DATA, CliError
+    from chute_cli._convert import run_convert
+    from chute_cli._inputs import open_input
     from chute_core import ChuteError
 
     def unexpected(stage: str, what: str) -> None:

@@ -1,6 +1,6 @@
 """The `chute` command line: parses arguments and hands each command to its module.
 
-`main` is the `chute` console script and `python -m chute` (or `python -m chute.cli`).
+`main` is the `chute` console script and `python -m chute_cli`.
 Each command lives in a module of its own: `_convert`, `_inspect`, `_bench` and
 `_demo`; `_common` holds what they share (exit codes, one-line errors) and `_inputs`
 opens the files they read.
@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from .._version import __version__
+from chute import __version__
+
 from ._bench import add_bench_parser, run_bench
 from ._common import EXIT_CODES_HELP, EXIT_USAGE, run_command
 from ._convert import add_convert_parser, run_convert

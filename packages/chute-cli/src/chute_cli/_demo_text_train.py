@@ -1,4 +1,4 @@
-"""The text demo's training process: `python -m chute.cli._demo_text_train WORK STEPS EVERY LOG`.
+"""The text demo's training process: `python -m chute_cli._demo_text_train WORK STEPS EVERY LOG`.
 
 Trains a tiny decoder-only transformer on the packed token rows of `_demo_text_data`
 with the loop of `_demo_loop`. Packing puts several texts in a row: attention stays

@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import chute
-from chute.cli import main
-from chute.cli._common import first_difference
-from chute.cli._convert import shard_bounds
+from chute_cli import main
+from chute_cli._common import first_difference
+from chute_cli._convert import shard_bounds
 from chute_testing.execution import ANSWER_CTRL_C
 
 SHARDS = [f"train-0000{i}-of-00004.array_record" for i in range(4)]
@@ -190,8 +190,8 @@ def test_rerun_of_a_finished_conversion_keeps_every_shard(run_chute, parquet_fil
 _BLOCKING = textwrap.dedent(
     """
     import os, sys, time
-    import chute.cli._inputs as inputs
-    from chute.cli import main
+    import chute_cli._inputs as inputs
+    from chute_cli import main
 
     original = inputs.Input.read
 
@@ -577,8 +577,8 @@ def test_png_helper_makes_a_png(png_bytes):
 
 
 def test_a_convert_manifest_nested_too_deeply_is_a_usage_error(tmp_path):
-    from chute.cli._common import CliError
-    from chute.cli._manifest import load_manifest
+    from chute_cli._common import CliError
+    from chute_cli._manifest import load_manifest
 
     path = tmp_path / "manifest.json"
     path.write_text("[" * 100_000 + "]" * 100_000)

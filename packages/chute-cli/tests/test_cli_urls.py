@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import chute
-from chute.cli import main
-from chute.cli._common import first_difference
+from chute_cli import main
+from chute_cli._common import first_difference
 from chute_sources import delete_object, list_objects, object_info, read_object, write_object
 
 PETS = [{"name": name, "legs": legs} for name, legs in [("cat", 4), ("eel", 0), ("ant", 6)]]

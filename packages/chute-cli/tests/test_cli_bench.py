@@ -169,10 +169,10 @@ def test_bench_trace_in_a_missing_folder_is_a_usage_error(run_chute, workdir):
 
 
 def _bench_timed(workdir, *args):
-    """Runs `python -m chute bench` in a process; returns its result and wall time."""
+    """Runs `python -m chute_cli bench` in a process; returns its result and wall time."""
     start = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "chute", "bench", *args],
+        [sys.executable, "-m", "chute_cli", "bench", *args],
         capture_output=True,
         text=True,
         timeout=90,  # The elements sleep 100 s: waiting for one would fail here.

@@ -1,4 +1,4 @@
-"""`python -m chute.cli`: the `chute` command line (as is `python -m chute`)."""
+"""`python -m chute_cli`: the `chute` command line (as is the `chute` console script)."""
 
 import sys
 

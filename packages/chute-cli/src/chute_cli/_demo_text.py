@@ -81,7 +81,7 @@ def run_text_demo(
         f"(model + iterator) every {save_every} steps"
     )
     outcome = preempt_and_compare(
-        "chute.cli._demo_text_train", work, steps, save_every, kill_at, ("data.json",)
+        "chute_cli._demo_text_train", work, steps, save_every, kill_at, ("data.json",)
     )
     print()
     print("| run | first step after | then steps/s | tokens/s | input wait | held-out loss |")

@@ -15,8 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from .._iter_dataset import IterDataset
-from .._pipeline import has_stage
+from chute import IterDataset
+from chute_checkpoint import PIPELINE_ATTRIBUTE
+from chute_sources import PipelineDescription
+
 from ._common import data_error
 
 __all__ = ["measure", "within"]
@@ -103,6 +105,19 @@ def within(seconds: float, function: Callable[[], Any]) -> tuple[bool, Any]:
     return True, box["result"]
 
 
+def _has_batch(iterator: Any) -> bool:
+    """Whether the pipeline `iterator` runs groups elements (itself or in an input).
+
+    Read from the pipeline description chute's iterators carry (`PIPELINE_ATTRIBUTE`):
+    a stage whose op declares that it groups elements (`batch`, `rebatch`, packing).
+    An iterator without one (a user's, with `__slots__`) counts as unbatched.
+    """
+    description = getattr(iterator, PIPELINE_ATTRIBUTE, None)
+    return isinstance(description, PipelineDescription) and description.find(
+        lambda stage: stage.traits.groups is not None
+    )
+
+
 def measure(
     dataset: IterDataset[Any], seconds: float, limit: int | None, trace: str | None = None
 ) -> dict[str, Any]:
@@ -121,8 +136,8 @@ def measure(
         >>> result["elements"], result["ended"], result["cut_short"]
         (5, True, False)
     """
-    batched = has_stage(dataset._stages, lambda traits: traits.groups is not None)
     iterator = dataset.iter(stats=True, trace=trace)
+    batched = _has_batch(iterator)
     progress = _Progress()
     start = time.perf_counter()
     deadline = start + seconds

@@ -1,4 +1,4 @@
-"""The demo's training process: `python -m chute.cli._demo_train WORK_DIR STEPS SAVE_EVERY LOG`.
+"""The demo's training process: `python -m chute_cli._demo_train WORK_DIR STEPS SAVE_EVERY LOG`.
 
 Trains a small MLP on the digits pipeline of `_demo_data` with the loop of
 `_demo_loop` (Orbax checkpoints of the model, the optimizer and the data iterator every

@@ -9,10 +9,9 @@ import os
 import sys
 from typing import Any
 
+from chute import IterDataset, MapDataset
 from chute_execution import TraceOptions
 
-from .._iter_dataset import IterDataset
-from .._map_dataset import MapDataset
 from ._bench_run import measure, within
 from ._common import EXIT_OK, data_error, help_epilog, usage_error
 
@@ -144,7 +143,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
     Example:
         >>> import argparse, contextlib, io
-        >>> args = argparse.Namespace(target="chute.cli._bench:_example", seconds=1.0,
+        >>> args = argparse.Namespace(target="chute_cli._bench:_example", seconds=1.0,
         ...                           batches=5, ram_budget_mb=64, json=False)
         >>> with contextlib.redirect_stdout(io.StringIO()) as out:
         ...     code = run_bench(args)

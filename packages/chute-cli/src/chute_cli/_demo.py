@@ -248,7 +248,7 @@ def run_demo(
     )
 
     outcome = preempt_and_compare(
-        "chute.cli._demo_train", work, steps, save_every, kill_at, ("data.json", "held_out.npz")
+        "chute_cli._demo_train", work, steps, save_every, kill_at, ("data.json", "held_out.npz")
     )
     reference, second = outcome.reference, outcome.resumed
     print()

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import chute
-from chute.cli._schema import infer_schema
+from chute_cli._schema import infer_schema
 
 
 @pytest.fixture
@@ -165,7 +165,7 @@ def _zeros_npz(path, rows, row_bytes):
 
 _PEAK_RSS = """
 import resource, subprocess, sys
-done = subprocess.run([sys.executable, "-m", "chute", *sys.argv[1:]], capture_output=True)
+done = subprocess.run([sys.executable, "-m", "chute_cli", *sys.argv[1:]], capture_output=True)
 assert done.returncode == 0, done.stderr
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)  # KiB, the one child's peak.
 """
