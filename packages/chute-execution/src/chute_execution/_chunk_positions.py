@@ -17,7 +17,7 @@ _CHUNK, _OFFSET, _POSITION = "chunk", "offset", "position"
 
 
 class ChunkPositions:
-    """`chute_sources.internal.PositionLayout` of the workers' `{"position", "offset"}` state.
+    """`chute_core.PositionLayout` of the workers' `{"position", "offset"}` state.
 
     The offset counts outputs from the position, which are positions unless a stage may
     drop elements; so a state inside a unit of a filtered stream has no position.

@@ -15,7 +15,7 @@ _POSITION = "position"
 
 
 class ReaderPositions:
-    """`chute_sources.internal.PositionLayout` of a reader's `{"position": p}` state.
+    """`chute_core.PositionLayout` of a reader's `{"position": p}` state.
 
     Example:
         >>> READER_POSITIONS.read({"position": 6}, None, False), READER_POSITIONS.write(3, None)

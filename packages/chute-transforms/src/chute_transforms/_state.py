@@ -25,7 +25,7 @@ SKIPS_REFUSED = (
 
 
 class ParentStates:
-    """`chute_sources.internal.WrapperLayout` of the ops in this layer (and workers' batches).
+    """`chute_core.WrapperLayout` of the ops in this layer (and workers' batches).
 
     Example:
         >>> PARENT_STATES.inner({"parent": {"position": 4}, "index": 4})
