@@ -16,6 +16,8 @@ import sys
 
 import numpy as np
 
+from chute_testing import corrupt
+
 
 def write_valid(kind: str, folder: str) -> str:
     if kind == "arrayrecord":
@@ -41,25 +43,6 @@ def write_valid(kind: str, folder: str) -> str:
         np.savez(path, x=np.arange(200).reshape(50, 4), y=np.arange(50))
         return path
     raise SystemExit(f"unknown format {kind}")
-
-
-def mutate(data: bytes, rng: random.Random) -> bytes:
-    out = bytearray(data)
-    how = rng.choice(["flip", "overwrite", "truncate", "zero-tail"])
-    if how == "flip":
-        for _ in range(rng.randint(1, 8)):
-            i = rng.randrange(len(out))
-            out[i] ^= 1 << rng.randrange(8)
-    elif how == "overwrite":
-        start = rng.randrange(len(out))
-        length = rng.randint(1, 64)
-        out[start : start + length] = bytes(rng.randrange(256) for _ in range(length))
-    elif how == "truncate":
-        del out[rng.randrange(1, len(out)) :]
-    else:
-        start = rng.randrange(len(out))
-        out[start:] = bytes(len(out) - start)
-    return bytes(out)
 
 
 def read_all(kind: str, path: str) -> None:
@@ -90,7 +73,7 @@ def main() -> None:
     for number in range(count):
         path = os.path.join(folder, f"mutated-{number}{os.path.splitext(valid)[1]}")
         with open(path, "wb") as file:
-            file.write(mutate(data, rng))
+            file.write(corrupt(data, rng))
         try:
             read_all(kind, path)
             outcomes["ok"] += 1

@@ -1,12 +1,12 @@
 """Helpers of the command-line tests: run `python -m chute_cli`, make small input files."""
 
 import os
-import struct
 import subprocess
 import sys
-import zlib
 
 import pytest
+
+from chute_testing import png_bytes
 
 
 def run_chute(*args, cwd=None, env=None, prefix=()):
@@ -19,23 +19,6 @@ def run_chute(*args, cwd=None, env=None, prefix=()):
         timeout=300,
         cwd=cwd,
         env=environment,
-    )
-
-
-def png_bytes(width, height, value):
-    """A valid RGB PNG of one colour, written without Pillow."""
-
-    def chunk(kind, data):
-        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
-
-    rows = b"".join(b"\0" + bytes([value % 256]) * (3 * width) for _ in range(height))
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(rows))
-        + chunk(b"IEND", b"")
     )
 
 

@@ -28,53 +28,12 @@ import json
 import os
 import random
 import shutil
-import struct
 import sys
-import zlib
+
+from chute_testing import corrupt, png
 
 JSONL_LINES = 40
 IMAGES_PER_CLASS = 3
-
-
-def mutate_bytes(data: bytes, rng: random.Random) -> bytes:
-    """Bits flipped, a range overwritten, a truncation or a zeroed tail (one of them).
-
-    The mutations of the readers' fuzz test (`tests/faults/fuzz_readers_run.py`), drawn
-    from `rng` in the same order.
-    """
-    out = bytearray(data)
-    how = rng.choice(["flip", "overwrite", "truncate", "zero-tail"])
-    if how == "flip":
-        for _ in range(rng.randint(1, 8)):
-            i = rng.randrange(len(out))
-            out[i] ^= 1 << rng.randrange(8)
-    elif how == "overwrite":
-        start = rng.randrange(len(out))
-        length = rng.randint(1, 64)
-        out[start : start + length] = bytes(rng.randrange(256) for _ in range(length))
-    elif how == "truncate":
-        del out[rng.randrange(1, len(out)) :]
-    else:
-        start = rng.randrange(len(out))
-        out[start:] = bytes(len(out) - start)
-    return bytes(out)
-
-
-def _png(width: int, height: int, rng: random.Random) -> bytes:
-    """A valid 8-bit grey PNG of random pixels (written by hand: no Pillow needed)."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    rows = b"".join(b"\0" + rng.randbytes(width) for _ in range(height))
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(rows))
-        + chunk(b"IEND", b"")
-    )
 
 
 def _jpeg(rng: random.Random) -> bytes | None:
@@ -100,7 +59,11 @@ def write_valid(kind: str, folder: str, rng: random.Random) -> str:
         os.makedirs(os.path.join(root, label))
         for i in range(IMAGES_PER_CLASS):
             jpeg = _jpeg(rng) if i == 0 else None
-            name, data = (f"{i}.jpg", jpeg) if jpeg else (f"{i}.png", _png(8 + i, 6, rng))
+            if jpeg:
+                name, data = f"{i}.jpg", jpeg
+            else:  # A grey PNG of random pixels.
+                rows = (rng.randbytes(8 + i) for _ in range(6))
+                name, data = f"{i}.png", png(8 + i, 6, rows, rgb=False)
             with open(os.path.join(root, label, name), "wb") as file:
                 file.write(data)
     return root
@@ -129,7 +92,7 @@ def mutate(kind: str, valid: str, target: str, number: int, rng: random.Random) 
             lines.insert(rng.randrange(len(lines)), _JSONL_LINES[number])
             data = b"\n".join(lines)
         else:
-            data = mutate_bytes(data, rng)
+            data = corrupt(data, rng)
         with open(target, "wb") as file:
             file.write(data)
         return
@@ -140,7 +103,7 @@ def mutate(kind: str, valid: str, target: str, number: int, rng: random.Random) 
     if how == "bytes":
         path = os.path.join(target, label, rng.choice(files))
         with open(path, "rb") as file:
-            data = mutate_bytes(file.read(), rng)
+            data = corrupt(file.read(), rng)
         with open(path, "wb") as file:
             file.write(data)
     elif how == "class emptied":

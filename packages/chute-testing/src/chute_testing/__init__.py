@@ -10,6 +10,8 @@ it (the workspace's dev group), and no chute package imports it.
   of them, adding latency, error statuses, connection resets and stalls;
   `loopback_s3_fixture` and `loopback_gcs_fixture` are the bodies of session-scoped
   pytest fixtures that skip, saying what to install, when the servers are missing.
+- `png_bytes` and `png` write small PNG images (no Pillow); `corrupt` damages bytes the
+  way the fuzz tests do, drawn from a seeded generator.
 - `ListIterator`: a checkpointable iterator over a list, for tests of iterators that
   take a parent.
 - `chute_testing.execution`: transforms that fail, sleep or kill their worker on
@@ -25,6 +27,7 @@ Example:
 from chute_core.internal import assert_resumes, assert_trees_equal, collect_with_states
 
 from ._fault_proxy import FaultProxy, ProxiedRequest
+from ._files import corrupt, png, png_bytes
 from ._fixtures import loopback_gcs_fixture, loopback_s3_fixture
 from ._list_iterator import ListIterator
 from ._loopback import LoopbackS3, LoopbackServerError
@@ -40,6 +43,9 @@ __all__ = [
     "assert_resumes",
     "assert_trees_equal",
     "collect_with_states",
+    "corrupt",
     "loopback_gcs_fixture",
     "loopback_s3_fixture",
+    "png",
+    "png_bytes",
 ]
