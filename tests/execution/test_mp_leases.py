@@ -16,17 +16,12 @@ import pytest
 import chute
 from chute_execution import MultiprocessingOptions
 from chute_execution.internal import LEASE_MIN_BYTES
-from chute_testing.execution import FullArray, LengthByBatch, own_slabs
+from chute_testing.execution import FullArray, LengthByBatch, no_leaked_slabs
 
 ROW = LEASE_MIN_BYTES // 8  # int64 values per element: one element is leased on its own.
 
 
-@pytest.fixture(autouse=True)
-def no_leaks():
-    before = own_slabs()
-    yield
-    gc.collect()
-    assert own_slabs() - before == set(), "a test left shared memory behind"
+no_leaked_slabs = pytest.fixture(autouse=True)(no_leaked_slabs)
 
 
 def _dataset(n: int, workers: int, batch: int = 2) -> chute.IterDataset:

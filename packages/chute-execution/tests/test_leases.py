@@ -8,24 +8,17 @@ meta-package, in `tests/execution/test_mp_leases.py`.)
 
 from __future__ import annotations
 
-import gc
-
 import numpy as np
 import pytest
 
 from chute_execution._leases import LEASE_MIN_BYTES, LeaseBook
 from chute_execution._transport import SlabReader, SlabWriter
-from chute_testing.execution import own_slabs
+from chute_testing.execution import no_leaked_slabs
 
 ROW = LEASE_MIN_BYTES // 8  # int64 values per element: one element is leased on its own.
 
 
-@pytest.fixture(autouse=True)
-def no_leaks():
-    before = own_slabs()
-    yield
-    gc.collect()
-    assert own_slabs() - before == set(), "a test left shared memory behind"
+no_leaked_slabs = pytest.fixture(autouse=True)(no_leaked_slabs)
 
 
 def test_a_lease_book_copies_when_over_budget_and_counts_ends():

@@ -103,3 +103,25 @@ def no_leaked_threads() -> Iterator[None]:
     if chute_threads():
         gc.collect()  # Only when needed: a full collection costs tens of milliseconds.
     assert wait_until(lambda: not chute_threads()), f"leaked threads: {chute_threads()}"
+
+
+def no_leaked_slabs() -> Iterator[None]:
+    """The body of a pytest fixture: a test leaves no shared-memory slab behind.
+
+    The slabs `own_slabs` lists after the test (its iterators collected) must be those
+    listed before it.
+
+    Example:
+        In a test module:
+
+        ```python
+        import pytest
+        from chute_testing.execution import no_leaked_slabs
+
+        no_leaked_slabs = pytest.fixture(autouse=True)(no_leaked_slabs)
+        ```
+    """
+    before = own_slabs()
+    yield
+    gc.collect()
+    assert own_slabs() - before == set(), "a test left shared memory behind"

@@ -15,7 +15,14 @@ import numpy as np
 
 from chute_transforms import RandomMapTransform
 
-from ._leak_checks import chute_threads, no_leaked_threads, own_slabs, slabs_of, wait_until
+from ._leak_checks import (
+    chute_threads,
+    no_leaked_slabs,
+    no_leaked_threads,
+    own_slabs,
+    slabs_of,
+    wait_until,
+)
 
 __all__ = [
     "ANSWER_CTRL_C",
@@ -33,6 +40,7 @@ __all__ = [
     "Repeat",
     "SleepAt",
     "chute_threads",
+    "no_leaked_slabs",
     "no_leaked_threads",
     "own_slabs",
     "slabs_of",
