@@ -17,7 +17,7 @@ import numpy as np
 
 from chute import IterDataset
 from chute_checkpoint import PIPELINE_ATTRIBUTE
-from chute_sources import PipelineDescription
+from chute_core import PipelineDescription
 
 from ._common import data_error
 
@@ -105,12 +105,12 @@ def within(seconds: float, function: Callable[[], Any]) -> tuple[bool, Any]:
     return True, box["result"]
 
 
-def _has_batch(iterator: Any) -> bool:
-    """Whether the pipeline `iterator` runs groups elements (itself or in an input).
+def _batched(iterator: Any) -> bool:
+    """Whether the pipeline `iterator` runs has a stage that groups elements into batches.
 
-    Read from the pipeline description chute's iterators carry (`PIPELINE_ATTRIBUTE`):
-    a stage whose op declares that it groups elements (`batch`, `rebatch`, packing).
-    An iterator without one (a user's, with `__slots__`) counts as unbatched.
+    Read from the declared traits of the stages in the pipeline description chute's
+    iterators carry (`PIPELINE_ATTRIBUTE`); an iterator without one (a user's, with
+    `__slots__`) counts as unbatched.
     """
     description = getattr(iterator, PIPELINE_ATTRIBUTE, None)
     return isinstance(description, PipelineDescription) and description.find(
@@ -137,7 +137,7 @@ def measure(
         (5, True, False)
     """
     iterator = dataset.iter(stats=True, trace=trace)
-    batched = _has_batch(iterator)
+    batched = _batched(iterator)
     progress = _Progress()
     start = time.perf_counter()
     deadline = start + seconds
