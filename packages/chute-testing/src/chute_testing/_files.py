@@ -19,7 +19,13 @@ __all__ = ["corrupt", "png", "png_bytes"]
 
 
 def png(width: int, height: int, rows: Iterable[bytes], *, rgb: bool) -> bytes:
-    """A valid 8-bit PNG of `rows` (each `width` grey bytes, or `3 * width` RGB bytes)."""
+    """A valid 8-bit PNG of `rows` (each `width` grey bytes, or `3 * width` RGB bytes).
+
+    Example:
+        >>> image = png(2, 2, [bytes([0, 255]), bytes([255, 0])], rgb=False)
+        >>> image[12:16], int.from_bytes(image[16:20], "big")  # The header and its width.
+        (b'IHDR', 2)
+    """
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         body = kind + data
@@ -36,7 +42,12 @@ def png(width: int, height: int, rows: Iterable[bytes], *, rgb: bool) -> bytes:
 
 
 def png_bytes(width: int, height: int, value: int) -> bytes:
-    """A valid RGB PNG of one colour (`value % 256` in each channel)."""
+    """A valid RGB PNG of one colour (`value % 256` in each channel).
+
+    Example:
+        >>> png_bytes(3, 2, 300) == png(3, 2, [bytes([44]) * 9] * 2, rgb=True)
+        True
+    """
     row = bytes([value % 256]) * (3 * width)
     return png(width, height, (row for _ in range(height)), rgb=True)
 
@@ -45,6 +56,11 @@ def corrupt(data: bytes, rng: random.Random) -> bytes:
     """`data` with bits flipped, a range overwritten, a truncation or a zeroed tail.
 
     Which one, and where, is drawn from `rng` (so a fuzz run is repeated by its seed).
+
+    Example:
+        >>> import random
+        >>> corrupt(bytes(8), random.Random(1)) == corrupt(bytes(8), random.Random(1))
+        True
     """
     out = bytearray(data)
     how = rng.choice(["flip", "overwrite", "truncate", "zero-tail"])
