@@ -154,7 +154,8 @@ def _finish(
     # A dead or stuck worker stops the pool by itself; after an error in the data the
     # iterator stays usable (it can go on or be restored), so the workers run on until
     # the iterator is closed or dropped, as a user's program would.
-    stopped_by_itself = wait_until(lambda: not any(map(alive, workers)), 1.0)
+    # A bound for "it stops", not a timing: under load, processes take a while to end.
+    stopped_by_itself = wait_until(lambda: not any(map(alive, workers)), 10.0)
     state = _state(it)
     close = getattr(it, "close", None)
     if close is not None:
