@@ -291,6 +291,7 @@ def worker_main(
         read_one_by_one()  # The cores are the workers': no native read pool on top.
     _watch_parent(writers, exiting)
     shipped: bytes | None = plan_bytes
+    asked = False  # Whether the consumer asked this worker to stop: it then cleans up itself.
     while shipped is not None:
         try:
             plan = load_plan(shipped, init_bytes, worker, num_workers)
@@ -298,10 +299,12 @@ def worker_main(
             connection.send(("error", -1, -1, WorkerFailure(error, -1, worker)))
             return
         init_bytes = None  # Run once per process (a pool with one is never parked).
-        parked = _session(worker, connection, plan, num_slabs, writers, exiting)
+        parked, asked = _session(worker, connection, plan, num_slabs, writers, exiting)
         del plan
-        shipped = _next_plan(connection, parked)
-    lost = _consumer_lost(connection)
+        shipped, asked = _next_plan(connection, parked, asked)
+    # A consumer that asked this worker to stop may close the connection right after
+    # the worker's confirmation: it is alive, and nothing of it is to be reclaimed.
+    lost = not asked and _consumer_lost(connection)
     with contextlib.suppress(OSError):
         connection.close()
     if lost:  # Killed, most likely: what it kept goes too.
@@ -311,23 +314,30 @@ def worker_main(
     sys.stdout.flush()
 
 
-def _next_plan(connection: Connection, parked: float | None) -> bytes | None:
-    """The next pipeline of a parked worker, or None when it is to exit."""
+def _next_plan(
+    connection: Connection, parked: float | None, asked: bool
+) -> tuple[bytes | None, bool]:
+    """What a parked worker does next: the consumer's next pipeline, or exit.
+
+    Returns:
+        The next pipeline (None: exit), and whether the consumer asked this worker to
+        stop (`asked`: whether it had, when the worker is not parked).
+    """
     if parked is None or _TERMINATED:
-        return None
+        return None, asked
     try:
         if not connection.poll(None if parked == float("inf") else parked):
-            return None  # Not taken over in time.
+            return None, False  # Not taken over in time.
         message = connection.recv()
     except (EOFError, OSError):
-        return None  # The consumer is gone.
+        return None, False  # The consumer is gone.
     if not (isinstance(message, tuple) and message[0] == "plan"):
-        return None  # `None`: stop.
+        return None, True  # `None`: stop.
     try:
         connection.send((READY,))  # The consumer waits for this before it sends tasks.
     except (OSError, ValueError):
-        return None
-    return message[1]  # type: ignore[no-any-return]
+        return None, False
+    return message[1], False
 
 
 def _session(
@@ -337,8 +347,13 @@ def _session(
     num_slabs: int,
     writers: list[SlabWriter],
     exiting: threading.Lock,
-) -> float | None:
-    """Runs the tasks of one iterator; the seconds to wait parked, or None to exit."""
+) -> tuple[float | None, bool]:
+    """Runs the tasks of one iterator.
+
+    Returns:
+        The seconds to wait parked (None: exit), and whether the consumer asked this
+        worker to stop (else the connection ended).
+    """
     tasks: collections.deque[tuple[int, int, Any]] = collections.deque()
     stop = False
     park: float | None = None  # Seconds to wait for the next pipeline, if parked.
@@ -414,4 +429,4 @@ def _session(
             if stop:  # The consumer need not wait for this process to exit.
                 with contextlib.suppress(OSError, ValueError):
                     connection.send((STOPPED,))
-    return park if stop else None
+    return (park if stop else None), stop
