@@ -19,6 +19,8 @@ from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar
 from chute_execution import TraceOptions, TraceRecorder, tracing
 from chute_samplers import IterNode
 
+from . import _debug
+from ._debug import SWITCHES, show_pipeline
 from ._describe import describe
 from ._element_spec import spec_of
 from ._factories import Factory, OpFactory
@@ -124,7 +126,9 @@ class IterBase(abc.ABC, Generic[T]):
         options = None
         if trace is not None:
             options = trace if isinstance(trace, TraceOptions) else TraceOptions(trace)
-        clocks = Recorder() if stats or options is not None else None
+        logged = SWITCHES.stats  # Debug mode (`chute.grain.config`): time and log.
+        timing = stats or logged or options is not None
+        clocks = Recorder(_debug.LOG_EVERY if logged else None) if timing else None
         tracer = None if options is None else TraceRecorder(options.max_events)
         token = RECORDER.set(clocks)
         try:
@@ -138,6 +142,7 @@ class IterBase(abc.ABC, Generic[T]):
         if progress:
             iterator = ProgressIterator(iterator)
         describe(iterator, "IterDataset", self._stages)
+        show_pipeline("IterDataset", self._stages)
         return iterator  # type: ignore[no-any-return]
 
     def __iter__(self) -> IterNode[T]:

@@ -10,6 +10,8 @@ from typing import Any
 from chute_execution import StageClock
 from chute_transforms import SkipErrorsIter
 
+from ._debug import LOGGER
+
 __all__ = ["RECORDER", "Recorder", "StageStats", "Stats", "timed"]
 
 
@@ -100,10 +102,13 @@ class Stats:
 class Recorder:
     """Collects the stages' clocks; nested calls subtract their time from the caller's."""
 
-    def __init__(self) -> None:
+    def __init__(self, log_every: float | None = None) -> None:
         self.stages: list[_Timed] = []
         self.stack: list[float] = []
         self.started: float | None = None
+        self.log_every = log_every  # Seconds between logged summaries (None: never log).
+        self.logged_at: float | None = None
+        self.ended = False
         self.skippers: list[SkipErrorsIter[Any]] = []
         self.workers: list[tuple[_Timed, tuple[str, ...], Any, int]] = []
 
@@ -153,15 +158,41 @@ class _Timed(StageClock):
         self.name, self._recorder = name, recorder
 
     def __next__(self) -> Any:
-        if self._recorder.started is None:
-            self._recorder.started = time.perf_counter()
-        return super().__next__()
+        recorder = self._recorder
+        if recorder.started is None:
+            recorder.started = time.perf_counter()
+        if recorder.log_every is None:
+            return super().__next__()
+        try:
+            element = super().__next__()
+        except StopIteration:
+            self._log(ended=True)
+            raise
+        self._log(ended=False)
+        return element
 
     def next_many(self, count: int) -> list[Any]:
         """`StageClock.next_many`, starting the wall clock if this is the first call."""
         if self._recorder.started is None:
             self._recorder.started = time.perf_counter()
-        return super().next_many(count)
+        elements = super().next_many(count)
+        if self._recorder.log_every is not None:
+            self._log(ended=len(elements) < count)
+        return elements
+
+    def _log(self, ended: bool) -> None:
+        """Logs the summary (debug mode): every `log_every` s, and once at the end.
+
+        Only the pipeline's last stage logs, so each summary covers the whole pipeline.
+        """
+        recorder = self._recorder
+        if recorder.ended or self is not recorder.stages[-1]:
+            return
+        now = time.perf_counter()
+        last = recorder.logged_at if recorder.logged_at is not None else recorder.started
+        if ended or (last is not None and now - last >= (recorder.log_every or 0.0)):
+            recorder.logged_at, recorder.ended = now, ended
+            LOGGER.info("chute pipeline statistics%s:\n%s", " (end)" if ended else "", self.stats())
 
     def stats(self) -> Stats:
         """The statistics of the whole pipeline this iterator ends."""

@@ -12,12 +12,14 @@ one), where the subclass's methods look for them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from chute_core import CheckpointableIterator
 from chute_samplers import IterNode
 
 __all__ = ["DatasetIterator", "SubclassRecords", "parent_seed", "parents_of", "subclass_iterator"]
+
+T = TypeVar("T")
 
 
 def parents_of(dataset: Any, parents: Any) -> tuple[Any, ...]:
@@ -89,8 +91,11 @@ class subclass_iterator:
         return made
 
 
-class DatasetIterator(IterNode[Any]):
+class DatasetIterator(IterNode[T]):
     """Base class of iterators written as Grain's `DatasetIterator` subclasses are.
+
+    Every chute iterator counts as one (`isinstance(iter(ds), DatasetIterator)`), as
+    every iterator of a Grain dataset is one in Grain; `DatasetIterator[int]` is a type.
 
     Call `super().__init__(parent)` (or a sequence of parents); implement `__next__`,
     `get_state` and `set_state` (abstract: a subclass without them cannot be made).
@@ -114,3 +119,11 @@ class DatasetIterator(IterNode[Any]):
 
     def __init__(self, parents: Any = None) -> None:
         parents_of(self, parents)
+
+    @classmethod
+    def __subclasshook__(cls, candidate: type) -> Any:
+        # chute's iterators do not derive from this class (Grain's spelling, in the top
+        # layer); each is an instance of it all the same. Not of a user's subclass.
+        if cls is DatasetIterator and issubclass(candidate, IterNode):
+            return True
+        return NotImplemented

@@ -40,13 +40,13 @@ from . import (
     sources,
     transforms,
 )
+from ._config import config
 from ._legacy import Record, load
 
 DataLoaderIterator = python.PyGrainDatasetIterator
 """The base class of a `DataLoader`'s iterators."""
 
 NOT_PROVIDED: dict[str, str] = {
-    "config": "Grain's flags (debug mode, visualization) have no chute counterpart",
     "monitoring": "Grain's internal metrics; use `ds.iter(stats=True)` instead",
     "proto": "Grain's execution summary protobufs; use `ds.iter(stats=True)` instead",
     "transforms.TfRandomMap": "TensorFlow transforms: chute does not use TensorFlow",
@@ -81,6 +81,7 @@ __all__ = [
     "Record",
     "RecordMetadata",
     "checkpoint",
+    "config",
     "constants",
     "experimental",
     "load",

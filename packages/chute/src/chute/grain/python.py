@@ -34,6 +34,7 @@ from .._iter_dataset import IterDataset
 from .._map_dataset import MapDataset
 from .._subclassing import DatasetIterator
 from . import experimental
+from ._config import config
 from ._lazy import lazy_names
 from ._legacy import (
     BatchOperation,
@@ -115,6 +116,7 @@ __all__ = [
     "ShardOptions",
     "Transformation",
     "Transformations",
+    "config",
     "experimental",
     "load",
 ]
