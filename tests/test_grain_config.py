@@ -92,10 +92,12 @@ def test_debug_mode_times_every_new_iterator_and_logs_its_summary_at_the_end(
     assert [(s.name, s.elements) for s in stats.stages] == [
         ("to_iter_dataset()", 6),
         ("batch(batch_size=3, drop_remainder=False)", 2),
+        ("map(fn=strings_as_arrays)", 2),  # Grain's batches hold strings as arrays.
     ]
     ends = [r.getMessage() for r in caplog.records if "chute pipeline statistics" in r.message]
     assert len(ends) == 1
     assert ends[0].startswith("chute pipeline statistics (end):\n")
+    assert "bottleneck:" in ends[0]
     assert str(stats).splitlines()[0] in ends[0]
     grain.config.update("py_debug_mode", False)
     assert not hasattr(iter(ds), "stats")

@@ -176,8 +176,8 @@ def test_a_repeat_longer_than_len_can_count_is_refused_not_saturated():
     ],
 )
 def test_bad_mix_weights_are_refused_when_declared(mix, weights, kind, text):
-    parts = [_M, _M] if mix is MapDataset.mix else [_I, _I]
-    owner = "MapDataset.mix" if mix is MapDataset.mix else "IterDataset.mix"
+    parts = [_M, _M] if mix == MapDataset.mix else [_I, _I]
+    owner = "MapDataset.mix" if mix == MapDataset.mix else "IterDataset.mix"
     with pytest.raises(kind) as caught:
         mix(parts, weights)
     assert type(caught.value) is kind

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Self, TypeVar, cast
+from typing import Any, ClassVar, Self, TypeVar, cast
 
 import numpy as np
 
@@ -81,6 +81,10 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
 
     __slots__ = ()
 
+    _family: ClassVar[type[IterDataset[Any]]]
+    """The class the methods build datasets of: `IterDataset` (set below), or a dialect's
+    subclass (`chute.grain`'s), whose datasets then stay in that dialect."""
+
     def __init__(
         self, factory: Factory | Callable[[], CheckpointableIterator[T]], *, seed: int | None = None
     ) -> None:
@@ -96,16 +100,16 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
         self._seed = seed
 
     def _construct(self, factory: Factory, seed: int | None) -> Self:
-        return cast(Self, IterDataset(factory, seed=seed))
+        return cast(Self, self._family(factory, seed=seed))
 
     def _derive(
         self, op: Callable[..., Any], item: Stage, *args: Any, **kwargs: Any
     ) -> IterDataset[Any]:
         """`_then` for an op that changes the element type (the caller says to what)."""
-        return IterDataset(OpFactory(self._factory, item, op, *args, **kwargs), seed=self._seed)
+        return self._family(OpFactory(self._factory, item, op, *args, **kwargs), seed=self._seed)
 
-    @staticmethod
-    def source(make_iterator: Callable[[], CheckpointableIterator[U]]) -> IterDataset[U]:
+    @classmethod
+    def source(cls, make_iterator: Callable[[], CheckpointableIterator[U]]) -> IterDataset[U]:
         """A stream from a zero-argument callable that returns a new checkpointable iterator.
 
         Each `iter(ds)` calls it once, so every iteration is independent. Use it for
@@ -120,7 +124,7 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
             >>> list(ds), list(ds)
             (['a', 'b'], ['a', 'b'])
         """
-        return IterDataset(source_factory(make_iterator))
+        return cls._family(source_factory(make_iterator))
 
     # --- elementwise: one element in, its outputs out ------------------------------
 
@@ -264,7 +268,7 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
             step = batch_step(item, batch_size, drop_remainder=drop_remainder, pad=pad)
             fused = self._factory.with_batch(item, step)
             if fused is not None:  # Stacked by the workers, straight into shared memory.
-                return IterDataset(fused, seed=self._seed)
+                return self._family(fused, seed=self._seed)
         return self._derive(
             BatchIter,
             item,
@@ -372,13 +376,13 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
         with_bos(method, bos_id, bos_keys, kwargs, params)
         op(EmptyIterator(), *args, **kwargs)  # The packer's own checks, now.
         item = stage("pack", **params)
-        return IterDataset(OpFactory(self._factory, item, op, *args, **kwargs), seed=self._seed)
+        return self._family(OpFactory(self._factory, item, op, *args, **kwargs), seed=self._seed)
 
     # --- combine: several streams into one -----------------------------------------
 
-    @staticmethod
+    @classmethod
     def mix(
-        datasets: Sequence[IterDataset[Any]], weights: Sequence[float] | None = None
+        cls, datasets: Sequence[IterDataset[Any]], weights: Sequence[float] | None = None
     ) -> IterDataset[Any]:
         """Interleaves streams in proportion to `weights` (counted in output elements).
 
@@ -396,10 +400,12 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
         check_weights(weights, len(factories), "IterDataset.mix")
         shown = None if weights is None else list(weights)
         item = Stage("mix", (("weights", repr(shown)),), tuple(f.stages for f in factories))
-        return IterDataset(MixFactory(factories, weights, item))
+        return cls._family(MixFactory(factories, weights, item))
 
-    @staticmethod
-    def interleave(datasets: Sequence[IterDataset[Any]], cycle_length: int) -> IterDataset[Any]:
+    @classmethod
+    def interleave(
+        cls, datasets: Sequence[IterDataset[Any]], cycle_length: int
+    ) -> IterDataset[Any]:
         """Reads `cycle_length` streams at a time, one element from each in turn.
 
         `datasets` may be a list or a `MapDataset` of datasets or of zero-argument
@@ -420,10 +426,10 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
             (("cycle_length", repr(cycle_length)),),
             tuple(f.stages for f in factories),
         )
-        return IterDataset(InterleaveFactory(factories, cycle_length, item))
+        return cls._family(InterleaveFactory(factories, cycle_length, item))
 
-    @staticmethod
-    def zip(*datasets: Any, strict: bool = False) -> IterDataset[tuple[Any, ...]]:
+    @classmethod
+    def zip(cls, *datasets: Any, strict: bool = False) -> IterDataset[tuple[Any, ...]]:
         """Tuples of the streams' elements read side by side, until one of them ends.
 
         With `strict`, streams that end at different lengths raise `ValueError` at the
@@ -446,10 +452,10 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
             raise TypeError(f"IterDataset.zip: strict must be a bool, got {strict!r}.")
         op = functools.partial(ZipIter, strict=True) if strict else ZipIter
         shown = (("strict", "True"),) if strict else ()
-        return IterDataset(join_factory(datasets, op, "zip", "IterDataset.zip", shown))
+        return cls._family(join_factory(datasets, op, "zip", "IterDataset.zip", shown))
 
-    @staticmethod
-    def concatenate(datasets: Sequence[Any]) -> IterDataset[Any]:
+    @classmethod
+    def concatenate(cls, datasets: Sequence[Any]) -> IterDataset[Any]:
         """Every element of `datasets[0]`, then of `datasets[1]`, ...
 
         A `MapDataset` is read in order. The state is which stream is being read and
@@ -463,4 +469,7 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
         """
         owner = "IterDataset.concatenate"
         factory = join_factory(listed(datasets, owner), ConcatenateIter, "concatenate", owner)
-        return IterDataset(factory)
+        return cls._family(factory)
+
+
+IterDataset._family = IterDataset

@@ -12,7 +12,17 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterator
-from typing import Any, Concatenate, Generic, ParamSpec, Self, SupportsIndex, TypeVar, overload
+from typing import (
+    Any,
+    ClassVar,
+    Concatenate,
+    Generic,
+    ParamSpec,
+    Self,
+    SupportsIndex,
+    TypeVar,
+    overload,
+)
 
 from chute_core import RandomAccessDataSource
 from chute_execution import ReadOptions
@@ -35,6 +45,9 @@ class MapBase(abc.ABC, Generic[T]):
     """A dataset with a length and random access, over a node (see `MapDataset`)."""
 
     __slots__ = ("_node", "_seed", "_stages")
+
+    _iter_family: ClassVar[type[IterDataset[Any]]] = IterDataset
+    """The class `to_iter_dataset` makes (a dialect's subclass keeps its datasets in it)."""
     _node: RandomAccessDataSource[T]
     _seed: int | None
     _stages: tuple[Stage, ...]
@@ -92,7 +105,9 @@ class MapBase(abc.ABC, Generic[T]):
         """
         params = {} if read_options is None else {"read_options": read_options}
         stages = (*self._stages, stage("to_iter_dataset", **params))
-        return IterDataset(SequentialFactory(self._node, read_options, stages), seed=self._seed)
+        return self._iter_family(
+            SequentialFactory(self._node, read_options, stages), seed=self._seed
+        )
 
     def to_device(self, device: Any, **options: Any) -> IterBase[Any]:
         """`self.to_iter_dataset().to_device(device, **options)`.

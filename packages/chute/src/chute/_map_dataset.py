@@ -8,7 +8,7 @@ structure, combine) here; those that keep it (order, shards, caching) in `MapOrd
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Self, TypeVar, cast
+from typing import Any, ClassVar, Self, TypeVar, cast
 
 import numpy as np
 
@@ -66,6 +66,10 @@ class MapDataset(MapOrderOps[T]):
 
     __slots__ = ()
 
+    _family: ClassVar[type[MapDataset[Any]]]
+    """The class the methods build datasets of: `MapDataset` (set below), or a dialect's
+    subclass (`chute.grain`'s), whose datasets then stay in that dialect."""
+
     def __init__(
         self,
         node: RandomAccessDataSource[T] | Any = None,
@@ -87,11 +91,11 @@ class MapDataset(MapOrderOps[T]):
     def _construct(
         self, node: RandomAccessDataSource[Any], seed: int | None, stages: tuple[Stage, ...]
     ) -> Self:
-        return cast(Self, MapDataset(node, seed=seed, stages=stages))
+        return cast(Self, self._family(node, seed=seed, stages=stages))
 
     def _derive(self, node: RandomAccessDataSource[Any], item: Stage) -> MapDataset[Any]:
         """`_then` for an op that changes the element type (the caller says to what)."""
-        return MapDataset(node, seed=self._seed, stages=(*self._stages, item))
+        return self._family(node, seed=self._seed, stages=(*self._stages, item))
 
     @classmethod
     def source(cls, source: RandomAccessDataSource[U] | Sequence[U]) -> MapDataset[U]:
@@ -116,7 +120,7 @@ class MapDataset(MapOrderOps[T]):
             node = SequenceSource(source)  # Hands out copies of dict/list records.
         shown = show_source(node)
         item = Stage("source", (("", shown),), raw=(("source", source),))
-        return MapDataset(node, stages=(item,))
+        return cls._family(node, stages=(item,))
 
     @classmethod
     def range(cls, start: int, stop: int | None = None, step: int = 1) -> MapDataset[int]:
@@ -126,7 +130,7 @@ class MapDataset(MapOrderOps[T]):
             >>> list(MapDataset.range(1, 10, 4))
             [1, 5, 9]
         """
-        return MapDataset.source(RangeSource(start, stop, step))
+        return cls.source(RangeSource(start, stop, step))
 
     # --- elementwise: each element on its own -------------------------------------
 
@@ -319,9 +323,9 @@ class MapDataset(MapOrderOps[T]):
 
     # --- combine: several datasets into one ----------------------------------------
 
-    @staticmethod
+    @classmethod
     def mix(
-        datasets: Sequence[MapDataset[Any]], weights: Sequence[float] | None = None
+        cls, datasets: Sequence[MapDataset[Any]], weights: Sequence[float] | None = None
     ) -> MapDataset[Any]:
         """Interleaves datasets in proportion to `weights`, deterministically.
 
@@ -338,11 +342,11 @@ class MapDataset(MapOrderOps[T]):
         node = MixMap([d._node for d in checked], weights)
         shown = None if weights is None else list(weights)
         item = Stage("mix", (("weights", repr(shown)),), tuple(d._stages for d in checked))
-        return MapDataset(node, stages=(item,))
+        return cls._family(node, stages=(item,))
 
-    @staticmethod
+    @classmethod
     def select_from(
-        datasets: Sequence[MapDataset[Any]], selector: Sequence[int] | np.ndarray[Any, Any]
+        cls, datasets: Sequence[MapDataset[Any]], selector: Sequence[int] | np.ndarray[Any, Any]
     ) -> MapDataset[Any]:
         """Element `i` comes from `datasets[selector[i]]` (each dataset read in order).
 
@@ -359,10 +363,10 @@ class MapDataset(MapOrderOps[T]):
             tuple(d._stages for d in checked),
             raw=(("selector", np.asarray(selector)),),
         )
-        return MapDataset(node, stages=(item,))
+        return cls._family(node, stages=(item,))
 
-    @staticmethod
-    def zip(*datasets: Any) -> MapDataset[tuple[Any, ...]]:
+    @classmethod
+    def zip(cls, *datasets: Any) -> MapDataset[tuple[Any, ...]]:
         """Position `i` is the tuple of the datasets' elements at `i`: `MapDataset.zip(a, b)`.
 
         The length is the shortest dataset's (Grain's `ZipMapDataset` refuses datasets
@@ -379,10 +383,10 @@ class MapDataset(MapOrderOps[T]):
             datasets = tuple(datasets[0])  # Grain's spelling: ZipMapDataset([a, b]).
         checked = _sources(datasets, "MapDataset.zip")
         item = Stage("zip", (), tuple(d._stages for d in checked))
-        return MapDataset(ZipMap([d._node for d in checked]), stages=(item,))
+        return cls._family(ZipMap([d._node for d in checked]), stages=(item,))
 
-    @staticmethod
-    def concatenate(datasets: Sequence[Any]) -> MapDataset[Any]:
+    @classmethod
+    def concatenate(cls, datasets: Sequence[Any]) -> MapDataset[Any]:
         """Random access over the positions of `datasets[0]`, then `datasets[1]`, ...
 
         As Grain's `MapDataset.concatenate`; endless (repeated) datasets are refused:
@@ -401,10 +405,13 @@ class MapDataset(MapOrderOps[T]):
             )
         checked = _sources(datasets, "MapDataset.concatenate")
         item = Stage("concatenate", (), tuple(d._stages for d in checked))
-        return MapDataset(ConcatenateMap([d._node for d in checked]), stages=(item,))
+        return cls._family(ConcatenateMap([d._node for d in checked]), stages=(item,))
 
 
 def _sources(datasets: Sequence[Any], owner: str) -> list[MapDataset[Any]]:
     if not datasets:
         raise ValueError(f"{owner} needs at least one dataset.")
     return [MapDataset.source(d) for d in datasets]
+
+
+MapDataset._family = MapDataset

@@ -124,6 +124,6 @@ class DatasetIterator(IterNode[T]):
     def __subclasshook__(cls, candidate: type) -> Any:
         # chute's iterators do not derive from this class (Grain's spelling, in the top
         # layer); each is an instance of it all the same. Not of a user's subclass.
-        if cls is DatasetIterator and issubclass(candidate, IterNode):
+        if cls is DatasetIterator and IterNode in candidate.__mro__:
             return True
         return NotImplemented

@@ -3,7 +3,8 @@
 Every public name of Grain's `grain`, `grain.python`, `grain.transforms`,
 `grain.sources`, `grain.samplers`, `grain.sharding`, `grain.experimental`,
 `grain.checkpoint`, `grain.multiprocessing` and `grain.constants` modules that chute
-can honour, on chute's classes: `grain.MapDataset` is `chute.MapDataset`, Grain's
+can honour, on chute's classes: `grain.MapDataset` is `chute.MapDataset` with Grain's
+mixtures and string batches (a subclass; see `_datasets`), Grain's
 experimental dataset classes are functions returning the chute dataset that does the
 same, and the legacy DataLoader operations are chute transforms. Behaviour is Grain's
 documented behaviour except for the differences chute keeps on purpose (its shuffle
@@ -26,8 +27,6 @@ from chute_core import RecordMetadata
 from chute_execution import MultiprocessingOptions, ReadOptions
 
 from .._data_loader import DataLoader
-from .._iter_dataset import IterDataset
-from .._map_dataset import MapDataset
 from .._subclassing import DatasetIterator
 from . import (
     checkpoint,
@@ -41,6 +40,7 @@ from . import (
     transforms,
 )
 from ._config import config
+from ._datasets import IterDataset, MapDataset
 from ._legacy import Record, load
 
 DataLoaderIterator = python.PyGrainDatasetIterator

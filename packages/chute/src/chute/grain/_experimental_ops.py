@@ -115,7 +115,7 @@ def ZipIterDataset(parents: Sequence[Any], *, strict: bool = True) -> Any:
         >>> list(ZipIterDataset([a, a.map(lambda x: -x)]))
         [(0, 0), (1, -1)]
     """
-    from .._iter_dataset import IterDataset
+    from ._datasets import IterDataset
 
     return IterDataset.zip(*parents, strict=strict)
 
@@ -128,7 +128,7 @@ def ZipMapDataset(parents: Sequence[Any]) -> Any:
         >>> list(ZipMapDataset([chute.MapDataset.range(2), chute.MapDataset.source(["a", "b"])]))
         [(0, 'a'), (1, 'b')]
     """
-    from .._map_dataset import MapDataset
+    from ._datasets import MapDataset
 
     return MapDataset.zip(*parents)
 

@@ -30,11 +30,10 @@ from chute_transforms import (
 )
 
 from .._data_loader import DataLoader
-from .._iter_dataset import IterDataset
-from .._map_dataset import MapDataset
 from .._subclassing import DatasetIterator
 from . import experimental
 from ._config import config
+from ._datasets import IterDataset, MapDataset
 from ._lazy import lazy_names
 from ._legacy import (
     BatchOperation,

@@ -1,0 +1,129 @@
+"""`chute.grain`'s `MapDataset` and `IterDataset`: chute's, with Grain's behaviours.
+
+They differ from chute's only where chute keeps another behaviour on purpose.
+
+Two behaviours of chute's own datasets differ from Grain 0.2.18's, and Grain code may
+count on Grain's:
+
+- `MapDataset.mix`: Grain's integer proportions, length and placement (see `_mix`);
+  chute's mix keeps every component within one element of its share and ends exactly
+  where a component runs out.
+- `batch`: Grain stacks string and bytes leaves into NumPy arrays (`array(['a', 'b'])`);
+  chute keeps them as lists, because a NumPy string array pads every row to the longest
+  (4 bytes a character) and drops trailing NUL characters and bytes.
+
+These classes are subclasses of chute's, and their methods keep returning them, so a
+pipeline started from `grain.MapDataset` behaves as in Grain all along. Every chute
+dataset is also an instance of them (`isinstance(chute_ds, grain.MapDataset)`), as
+Grain code checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+
+from .. import _iter_dataset, _map_dataset
+from .._pipeline import Stage
+from ._mix import GrainMixMap
+
+__all__ = ["IterDataset", "MapDataset", "strings_as_arrays"]
+
+T = TypeVar("T")
+
+
+def strings_as_arrays(batch: Any) -> Any:
+    """A batch with each list of strings (or of bytes) as a NumPy array, as Grain stacks.
+
+    chute's batching leaves string leaves as lists; Grain's gives NumPy arrays.
+
+    Example:
+        >>> strings_as_arrays({"t": ["x", "yy"], "n": np.array([1, 2])})["t"]
+        array(['x', 'yy'], dtype='<U2')
+        >>> strings_as_arrays([["a", "b"], ["dd", "ee"]])
+        [array(['a', 'b'], dtype='<U1'), array(['dd', 'ee'], dtype='<U2')]
+    """
+    if isinstance(batch, list):
+        if batch and (
+            all(isinstance(x, str) for x in batch) or all(isinstance(x, bytes) for x in batch)
+        ):
+            return np.asarray(batch)
+        return [strings_as_arrays(x) for x in batch]
+    if isinstance(batch, dict):
+        return {key: strings_as_arrays(value) for key, value in batch.items()}
+    if isinstance(batch, tuple):
+        values = [strings_as_arrays(x) for x in batch]
+        return type(batch)(*values) if hasattr(batch, "_fields") else tuple(values)
+    return batch
+
+
+class _GrainDialect:
+    """What both of Grain's dataset classes add to chute's: string batches, `isinstance`."""
+
+    __slots__ = ()
+
+    _chute: ClassVar[type]
+    """The chute class this one is Grain's spelling of (set by each dialect class)."""
+
+    def batch(self, batch_size: int, **options: Any) -> Any:
+        """`batch` as chute has it, with strings stacked as Grain stacks them (no `batch_fn`)."""
+        batched = super().batch(batch_size, **options)  # type: ignore[misc]
+        return batched if options.get("batch_fn") is not None else batched.map(strings_as_arrays)
+
+    @classmethod
+    def __subclasshook__(cls, candidate: type) -> Any:
+        # Every chute dataset is one of Grain's (a user's subclass of it is only itself).
+        if "_chute" in cls.__dict__ and cls._chute in candidate.__mro__:
+            return True
+        return NotImplemented
+
+
+class IterDataset(_GrainDialect, _iter_dataset.IterDataset[T]):
+    """Grain's `IterDataset`: chute's, whose batches hold strings as NumPy arrays.
+
+    Example:
+        >>> import chute.grain as grain
+        >>> ds = grain.MapDataset.source(["a", "bb", "c"]).to_iter_dataset().batch(2)
+        >>> [b.tolist() for b in ds]
+        [['a', 'bb'], ['c']]
+        >>> type(next(iter(ds)))
+        <class 'numpy.ndarray'>
+    """
+
+    __slots__ = ()
+
+    _chute = _iter_dataset.IterDataset
+
+
+class MapDataset(_GrainDialect, _map_dataset.MapDataset[T]):
+    """Grain's `MapDataset`: chute's, with Grain's `mix` and strings batched as arrays.
+
+    Example:
+        >>> import chute.grain as grain
+        >>> len(grain.MapDataset.mix([range(4708), range(60000)], weights=[0.7, 0.3]))
+        6728
+        >>> grain.MapDataset.source([{"t": "x"}, {"t": "yy"}]).batch(2)[0]
+        {'t': array(['x', 'yy'], dtype='<U2')}
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def mix(
+        cls, datasets: Sequence[Any], weights: Sequence[float] | None = None
+    ) -> _map_dataset.MapDataset[Any]:
+        """Mixes `datasets` as Grain does: its proportions, length and order (see `_mix`)."""
+        checked = [cls.source(d) for d in datasets]
+        node = GrainMixMap([d._node for d in checked], weights)
+        shown = None if weights is None else list(weights)
+        params = (("weights", repr(shown)), ("placement", "'grain'"))
+        return cls._family(node, stages=(Stage("mix", params, tuple(d._stages for d in checked)),))
+
+    _chute = _map_dataset.MapDataset
+
+
+IterDataset._family = IterDataset
+MapDataset._family = MapDataset
+MapDataset._iter_family = IterDataset
