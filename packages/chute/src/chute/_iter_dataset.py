@@ -53,7 +53,7 @@ from ._iter_inputs import factory_of, join_factory, listed, source_factory
 from ._iter_order import OrderOps
 from ._pack_options import PackMethod, pack_arguments, with_bos
 from ._pipeline import Stage, stage
-from ._subclassing import parent_seed, parents_of, subclass_iterator
+from ._subclassing import made, parent_seed, parents_of, subclass_iterator
 
 __all__ = ["IterDataset"]
 
@@ -86,27 +86,41 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
     subclass (`chute.grain`'s), whose datasets then stay in that dialect."""
 
     def __init__(
-        self, factory: Factory | Callable[[], CheckpointableIterator[T]], *, seed: int | None = None
+        self,
+        factory: Factory | Callable[[], CheckpointableIterator[T]] | Any = None,
+        *,
+        seed: int | None = None,
+        parents: Any = None,
     ) -> None:
-        if type(self).__iter__ is not IterDataset.__iter__:
+        if parents is not None:  # Grain's keyword: `super().__init__(parents=[...])`.
+            if factory is not None:
+                raise TypeError("IterDataset: pass the parents once, by position or as parents=.")
+            factory = parents
+        if type(self).__iter__ is not type(self)._family.__iter__:
             # A subclass written as for Grain: `super().__init__(parents)`, then its own
             # `__iter__` (see `_subclassing`).
             seed = parent_seed(parents_of(self, factory), seed)
             make = subclass_iterator(self)
             factory = SourceFactory(make, stage("source", make=type(self)))
+        elif factory is None:
+            raise TypeError(
+                "IterDataset needs what makes its iterators: a zero-argument callable "
+                "returning one (or, in a subclass, its parents); got nothing."
+            )
         elif not hasattr(factory, "stages"):  # A plain callable, as in Grain's guides.
             factory = SourceFactory(factory, None)
-        self._factory: Factory = factory
+        self._factory: Factory = cast(Factory, factory)
         self._seed = seed
 
     def _construct(self, factory: Factory, seed: int | None) -> Self:
-        return cast(Self, self._family(factory, seed=seed))
+        return cast(Self, made(self._family(factory, seed=seed), self))
 
     def _derive(
         self, op: Callable[..., Any], item: Stage, *args: Any, **kwargs: Any
     ) -> IterDataset[Any]:
         """`_then` for an op that changes the element type (the caller says to what)."""
-        return self._family(OpFactory(self._factory, item, op, *args, **kwargs), seed=self._seed)
+        factory = OpFactory(self._factory, item, op, *args, **kwargs)
+        return made(self._family(factory, seed=self._seed), self)
 
     @classmethod
     def source(cls, make_iterator: Callable[[], CheckpointableIterator[U]]) -> IterDataset[U]:
@@ -268,7 +282,7 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
             step = batch_step(item, batch_size, drop_remainder=drop_remainder, pad=pad)
             fused = self._factory.with_batch(item, step)
             if fused is not None:  # Stacked by the workers, straight into shared memory.
-                return self._family(fused, seed=self._seed)
+                return made(self._family(fused, seed=self._seed), self)
         return self._derive(
             BatchIter,
             item,
@@ -376,7 +390,8 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
         with_bos(method, bos_id, bos_keys, kwargs, params)
         op(EmptyIterator(), *args, **kwargs)  # The packer's own checks, now.
         item = stage("pack", **params)
-        return self._family(OpFactory(self._factory, item, op, *args, **kwargs), seed=self._seed)
+        factory = OpFactory(self._factory, item, op, *args, **kwargs)
+        return made(self._family(factory, seed=self._seed), self)
 
     # --- combine: several streams into one -----------------------------------------
 
@@ -400,7 +415,7 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
         check_weights(weights, len(factories), "IterDataset.mix")
         shown = None if weights is None else list(weights)
         item = Stage("mix", (("weights", repr(shown)),), tuple(f.stages for f in factories))
-        return cls._family(MixFactory(factories, weights, item))
+        return made(cls._family(MixFactory(factories, weights, item)), *datasets)
 
     @classmethod
     def interleave(
@@ -426,7 +441,7 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
             (("cycle_length", repr(cycle_length)),),
             tuple(f.stages for f in factories),
         )
-        return cls._family(InterleaveFactory(factories, cycle_length, item))
+        return made(cls._family(InterleaveFactory(factories, cycle_length, item)), *datasets)
 
     @classmethod
     def zip(cls, *datasets: Any, strict: bool = False) -> IterDataset[tuple[Any, ...]]:
@@ -452,7 +467,8 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
             raise TypeError(f"IterDataset.zip: strict must be a bool, got {strict!r}.")
         op = functools.partial(ZipIter, strict=True) if strict else ZipIter
         shown = (("strict", "True"),) if strict else ()
-        return cls._family(join_factory(datasets, op, "zip", "IterDataset.zip", shown))
+        factory = join_factory(datasets, op, "zip", "IterDataset.zip", shown)
+        return made(cls._family(factory), *datasets)
 
     @classmethod
     def concatenate(cls, datasets: Sequence[Any]) -> IterDataset[Any]:
@@ -468,8 +484,9 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
             [0, 1, 5, 6]
         """
         owner = "IterDataset.concatenate"
-        factory = join_factory(listed(datasets, owner), ConcatenateIter, "concatenate", owner)
-        return cls._family(factory)
+        parts = listed(datasets, owner)
+        factory = join_factory(parts, ConcatenateIter, "concatenate", owner)
+        return made(cls._family(factory), *parts)
 
 
 IterDataset._family = IterDataset

@@ -33,6 +33,7 @@ from ._factories import SequentialFactory
 from ._iter_base import IterBase
 from ._iter_dataset import IterDataset
 from ._pipeline import Stage, render, stage, stage_seed
+from ._subclassing import made
 
 __all__ = ["MapBase"]
 
@@ -44,7 +45,7 @@ R = TypeVar("R")
 class MapBase(abc.ABC, Generic[T]):
     """A dataset with a length and random access, over a node (see `MapDataset`)."""
 
-    __slots__ = ("_node", "_seed", "_stages")
+    __slots__ = ("_node", "_parents", "_seed", "_stages")
 
     _iter_family: ClassVar[type[IterDataset[Any]]] = IterDataset
     """The class `to_iter_dataset` makes (a dialect's subclass keeps its datasets in it)."""
@@ -60,6 +61,18 @@ class MapBase(abc.ABC, Generic[T]):
 
     def _then(self, node: RandomAccessDataSource[Any], item: Stage) -> Self:
         return self._construct(node, self._seed, (*self._stages, item))
+
+    @property
+    def parents(self) -> tuple[Any, ...]:
+        """The datasets this one was made from (none for a source), as Grain lists them.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.range(3)
+            >>> ds.map(str).parents[0] is ds, ds.parents
+            (True, ())
+        """
+        return getattr(self, "_parents", ())
 
     def _stage_seed(self, seed: int | None, op: str) -> int:
         return stage_seed(seed, self._seed, self._stages, op)
@@ -105,9 +118,8 @@ class MapBase(abc.ABC, Generic[T]):
         """
         params = {} if read_options is None else {"read_options": read_options}
         stages = (*self._stages, stage("to_iter_dataset", **params))
-        return self._iter_family(
-            SequentialFactory(self._node, read_options, stages), seed=self._seed
-        )
+        factory = SequentialFactory(self._node, read_options, stages)
+        return made(self._iter_family(factory, seed=self._seed), self)
 
     def to_device(self, device: Any, **options: Any) -> IterBase[Any]:
         """`self.to_iter_dataset().to_device(device, **options)`.

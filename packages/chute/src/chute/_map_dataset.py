@@ -38,7 +38,7 @@ from ._fluent_op import fluent_op
 from ._map_device import host_rows
 from ._map_order import MapOrderOps
 from ._pipeline import Stage, has_stage, show_source, stage
-from ._subclassing import SubclassRecords, parent_seed, parents_of
+from ._subclassing import SubclassRecords, made, parent_seed, parents_of
 
 __all__ = ["MapDataset"]
 
@@ -76,8 +76,13 @@ class MapDataset(MapOrderOps[T]):
         *,
         seed: int | None = None,
         stages: tuple[Stage, ...] = (),
+        parents: Any = None,
     ) -> None:
-        if type(self).__getitem__ is not MapDataset.__getitem__:
+        if parents is not None:  # Grain's keyword: `super().__init__(parents=[...])`.
+            if node is not None:
+                raise TypeError("MapDataset: pass the parents once, by position or as parents=.")
+            node = parents
+        if type(self).__getitem__ is not type(self)._family.__getitem__:
             # A subclass written as for Grain: `super().__init__(parents)`, then its own
             # `__len__` and `__getitem__` (see `_subclassing`).
             seed = parent_seed(parents_of(self, node), seed)
@@ -91,11 +96,11 @@ class MapDataset(MapOrderOps[T]):
     def _construct(
         self, node: RandomAccessDataSource[Any], seed: int | None, stages: tuple[Stage, ...]
     ) -> Self:
-        return cast(Self, self._family(node, seed=seed, stages=stages))
+        return cast(Self, made(self._family(node, seed=seed, stages=stages), self))
 
     def _derive(self, node: RandomAccessDataSource[Any], item: Stage) -> MapDataset[Any]:
         """`_then` for an op that changes the element type (the caller says to what)."""
-        return self._family(node, seed=self._seed, stages=(*self._stages, item))
+        return made(self._family(node, seed=self._seed, stages=(*self._stages, item)), self)
 
     @classmethod
     def source(cls, source: RandomAccessDataSource[U] | Sequence[U]) -> MapDataset[U]:
@@ -342,7 +347,7 @@ class MapDataset(MapOrderOps[T]):
         node = MixMap([d._node for d in checked], weights)
         shown = None if weights is None else list(weights)
         item = Stage("mix", (("weights", repr(shown)),), tuple(d._stages for d in checked))
-        return cls._family(node, stages=(item,))
+        return made(cls._family(node, stages=(item,)), *checked)
 
     @classmethod
     def select_from(
@@ -363,7 +368,7 @@ class MapDataset(MapOrderOps[T]):
             tuple(d._stages for d in checked),
             raw=(("selector", np.asarray(selector)),),
         )
-        return cls._family(node, stages=(item,))
+        return made(cls._family(node, stages=(item,)), *checked)
 
     @classmethod
     def zip(cls, *datasets: Any) -> MapDataset[tuple[Any, ...]]:
@@ -383,7 +388,7 @@ class MapDataset(MapOrderOps[T]):
             datasets = tuple(datasets[0])  # Grain's spelling: ZipMapDataset([a, b]).
         checked = _sources(datasets, "MapDataset.zip")
         item = Stage("zip", (), tuple(d._stages for d in checked))
-        return cls._family(ZipMap([d._node for d in checked]), stages=(item,))
+        return made(cls._family(ZipMap([d._node for d in checked]), stages=(item,)), *checked)
 
     @classmethod
     def concatenate(cls, datasets: Sequence[Any]) -> MapDataset[Any]:
@@ -405,7 +410,8 @@ class MapDataset(MapOrderOps[T]):
             )
         checked = _sources(datasets, "MapDataset.concatenate")
         item = Stage("concatenate", (), tuple(d._stages for d in checked))
-        return cls._family(ConcatenateMap([d._node for d in checked]), stages=(item,))
+        node = ConcatenateMap([d._node for d in checked])
+        return made(cls._family(node, stages=(item,)), *checked)
 
 
 def _sources(datasets: Sequence[Any], owner: str) -> list[MapDataset[Any]]:

@@ -17,9 +17,17 @@ from typing import Any, TypeVar
 from chute_core import CheckpointableIterator
 from chute_samplers import IterNode
 
-__all__ = ["DatasetIterator", "SubclassRecords", "parent_seed", "parents_of", "subclass_iterator"]
+__all__ = [
+    "DatasetIterator",
+    "SubclassRecords",
+    "made",
+    "parent_seed",
+    "parents_of",
+    "subclass_iterator",
+]
 
 T = TypeVar("T")
+D = TypeVar("D")
 
 
 def parents_of(dataset: Any, parents: Any) -> tuple[Any, ...]:
@@ -34,6 +42,12 @@ def parents_of(dataset: Any, parents: Any) -> tuple[Any, ...]:
     if len(found) == 1:
         dataset._parent = found[0]
     return found
+
+
+def made(dataset: D, *parents: Any) -> D:
+    """`dataset`, recording the datasets it was made from (its `parents`)."""
+    dataset._parents = parents  # type: ignore[attr-defined]
+    return dataset
 
 
 def parent_seed(parents: tuple[Any, ...], default: int | None) -> int | None:

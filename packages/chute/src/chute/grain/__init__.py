@@ -46,6 +46,12 @@ from ._legacy import Record, load
 DataLoaderIterator = python.PyGrainDatasetIterator
 """The base class of a `DataLoader`'s iterators."""
 
+__version__ = "0.2.18"
+"""The Grain release whose behaviour `chute.grain` follows (code may compare against it)."""
+
+__version_info__ = (0, 2, 18)
+"""`__version__` as a tuple of ints, as Grain gives it."""
+
 NOT_PROVIDED: dict[str, str] = {
     "monitoring": "Grain's internal metrics; use `ds.iter(stats=True)` instead",
     "proto": "Grain's execution summary protobufs; use `ds.iter(stats=True)` instead",

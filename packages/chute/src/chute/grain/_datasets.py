@@ -25,8 +25,12 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
+from chute_core import InvalidArgumentError
+from chute_samplers import fetch
+
 from .. import _iter_dataset, _map_dataset
 from .._pipeline import Stage
+from .._subclassing import made
 from ._mix import GrainMixMap
 
 __all__ = ["IterDataset", "MapDataset", "strings_as_arrays"]
@@ -94,6 +98,12 @@ class IterDataset(_GrainDialect, _iter_dataset.IterDataset[T]):
 
     __slots__ = ()
 
+    def limit(self, count: int) -> Any:
+        """The first `count` elements; as in Grain, `count` must be positive."""
+        if isinstance(count, int) and not isinstance(count, bool) and count <= 0:
+            raise InvalidArgumentError(f"IterDataset.limit: count must be > 0, got {count}.")
+        return super().limit(count)
+
     _chute = _iter_dataset.IterDataset
 
 
@@ -119,7 +129,34 @@ class MapDataset(_GrainDialect, _map_dataset.MapDataset[T]):
         node = GrainMixMap([d._node for d in checked], weights)
         shown = None if weights is None else list(weights)
         params = (("weights", repr(shown)), ("placement", "'grain'"))
-        return cls._family(node, stages=(Stage("mix", params, tuple(d._stages for d in checked)),))
+        item = Stage("mix", params, tuple(d._stages for d in checked))
+        return made(cls._family(node, stages=(item,)), *checked)
+
+    def __getitem__(self, index: Any) -> Any:
+        """An element; as in Grain, an index past the end reads a later epoch.
+
+        Example:
+            >>> import chute.grain as grain
+            >>> ds = grain.MapDataset.range(3)
+            >>> [ds[i] for i in range(7)]
+            [0, 1, 2, 0, 1, 2, 0]
+        """
+        if isinstance(index, slice) or not isinstance(index, int | np.integer):
+            return super().__getitem__(index)
+        length = len(self)
+        if 0 < length <= index:
+            epoch, position = divmod(int(index), length)
+            (element,) = fetch(
+                self._node, np.array([position], np.int64), np.array([epoch], np.uint64)
+            )
+            return element
+        return super().__getitem__(index)
+
+    def limit(self, count: int) -> Any:
+        """The first `count` elements; as in Grain, `count` must be positive."""
+        if isinstance(count, int) and not isinstance(count, bool) and count <= 0:
+            raise InvalidArgumentError(f"MapDataset.limit: count must be > 0, got {count}.")
+        return super().limit(count)
 
     _chute = _map_dataset.MapDataset
 

@@ -1,0 +1,92 @@
+"""Grain 0.2.18 behaviours past the common path, through `chute.grain` (issue 31, first
+items): parents, the `parents=` keyword, indices past the end, `limit`'s bound and the
+version. Each test is written from Grain's documented behaviour."""
+
+from __future__ import annotations
+
+import pytest
+
+import chute
+import chute.grain as grain
+
+
+def test_every_dataset_lists_the_datasets_it_was_made_from() -> None:
+    source = grain.MapDataset.range(6)
+    mapped = source.map(lambda x: x * 2)
+    assert source.parents == ()
+    assert mapped.parents == (source,)
+    stream = mapped.to_iter_dataset()
+    assert stream.parents == (mapped,)
+    batched = stream.batch(2)
+    assert batched.parents[0].parents == (stream,)  # Grain's batch adds its string stage.
+    other = grain.MapDataset.range(3)
+    assert grain.MapDataset.mix([source, other]).parents == (source, other)
+    assert grain.MapDataset.concatenate([source, other]).parents == (source, other)
+    assert grain.IterDataset.mix([stream, other.to_iter_dataset()]).parents[0] is stream
+    assert chute.MapDataset.zip(source, other).parents == (source, other)
+    assert chute.IterDataset.source(lambda: iter(chute.MapDataset.range(2))).parents == ()
+
+
+def test_a_subclass_may_pass_its_parents_by_keyword() -> None:
+    class Doubled(grain.MapDataset):
+        def __init__(self, parent: grain.MapDataset) -> None:
+            super().__init__(parents=[parent])
+
+        def __len__(self) -> int:
+            return len(self._parent)
+
+        def __getitem__(self, index: int) -> int:
+            return self._parent[index] * 2
+
+    parent = grain.MapDataset.range(3)
+    doubled = Doubled(parent)
+    assert doubled.parents == (parent,)
+    assert list(doubled.map(lambda x: x + 1)) == [1, 3, 5]
+
+    class Counting(grain.IterDataset):
+        def __init__(self, parent: grain.IterDataset) -> None:
+            super().__init__(parents=parent)
+
+        def __iter__(self) -> grain.DatasetIterator:
+            return iter(self._parent)
+
+    stream = grain.MapDataset.range(2).to_iter_dataset()
+    assert list(Counting(stream)) == [0, 1]
+    assert Counting(stream).parents == (stream,)
+
+
+def test_parents_given_twice_or_not_at_all_are_refused() -> None:
+    with pytest.raises(TypeError, match="pass the parents once"):
+        chute.MapDataset(chute.MapDataset.range(2), parents=[chute.MapDataset.range(2)])
+    with pytest.raises(TypeError, match="IterDataset needs what makes its iterators"):
+        chute.IterDataset()
+
+
+def test_an_index_past_the_end_reads_a_later_epoch_under_grain() -> None:
+    ds = grain.MapDataset.range(10).batch(3)
+    got = [ds[i].tolist() for i in range(4 * len(ds))]
+    assert got == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]] * 4
+    shuffled = grain.MapDataset.range(5).shuffle(seed=3)
+    assert [shuffled[i] for i in range(5, 10)] == list(shuffled.repeat(2))[5:]
+    assert ds[-1].tolist() == [9]
+
+
+def test_chutes_own_datasets_refuse_an_index_past_the_end() -> None:
+    ds = chute.MapDataset.range(10).batch(3)
+    with pytest.raises(IndexError):
+        ds[4]
+
+
+@pytest.mark.parametrize("count", [0, -1])
+def test_limit_takes_a_positive_count_under_grain(count: int) -> None:
+    with pytest.raises(ValueError, match=rf"MapDataset.limit: count must be > 0, got {count}\."):
+        grain.MapDataset.range(3).limit(count)
+    with pytest.raises(ValueError, match=rf"IterDataset.limit: count must be > 0, got {count}\."):
+        grain.MapDataset.range(3).to_iter_dataset().limit(count)
+    assert list(chute.MapDataset.range(3).limit(0)) == []  # chute's own: an empty dataset.
+
+
+def test_the_version_is_the_grain_release_followed() -> None:
+    assert grain.__version__ == "0.2.18"
+    assert grain.__version_info__ == (0, 2, 18)
+    assert tuple(int(p) for p in grain.__version__.split(".")) == grain.__version_info__
