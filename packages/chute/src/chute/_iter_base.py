@@ -27,6 +27,7 @@ from ._factories import Factory, OpFactory
 from ._pipeline import Stage, render, stage_seed
 from ._progress import ProgressIterator
 from ._stats import RECORDER, Recorder
+from ._subclassing import Lineage
 from ._trace_iter import TracedIterator
 
 __all__ = ["IterBase"]
@@ -36,10 +37,10 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class IterBase(abc.ABC, Generic[T]):
+class IterBase(Lineage, abc.ABC, Generic[T]):
     """A stream of elements of type `T` built by a factory chain (see `IterDataset`)."""
 
-    __slots__ = ("_factory", "_parents", "_seed")
+    __slots__ = ("_factory", "_seed")
     _factory: Factory
     _seed: int | None
 
@@ -54,18 +55,6 @@ class IterBase(abc.ABC, Generic[T]):
 
     def _then(self, op: Callable[..., Any], item: Stage, *args: Any, **kwargs: Any) -> Self:
         return self._construct(OpFactory(self._factory, item, op, *args, **kwargs), self._seed)
-
-    @property
-    def parents(self) -> tuple[Any, ...]:
-        """The datasets this one was made from (none for a source), as Grain lists them.
-
-        Example:
-            >>> import chute
-            >>> ds = chute.MapDataset.range(3)
-            >>> ds.map(str).parents[0] is ds, ds.parents
-            (True, ())
-        """
-        return getattr(self, "_parents", ())
 
     def _stage_seed(self, seed: int | None, op: str) -> int:
         return stage_seed(seed, self._seed, self._stages, op)

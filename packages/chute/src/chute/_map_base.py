@@ -33,7 +33,7 @@ from ._factories import SequentialFactory
 from ._iter_base import IterBase
 from ._iter_dataset import IterDataset
 from ._pipeline import Stage, render, stage, stage_seed
-from ._subclassing import made
+from ._subclassing import Lineage, made
 
 __all__ = ["MapBase"]
 
@@ -42,10 +42,10 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class MapBase(abc.ABC, Generic[T]):
+class MapBase(Lineage, abc.ABC, Generic[T]):
     """A dataset with a length and random access, over a node (see `MapDataset`)."""
 
-    __slots__ = ("_node", "_parents", "_seed", "_stages")
+    __slots__ = ("_node", "_seed", "_stages")
 
     _iter_family: ClassVar[type[IterDataset[Any]]] = IterDataset
     """The class `to_iter_dataset` makes (a dialect's subclass keeps its datasets in it)."""
@@ -61,18 +61,6 @@ class MapBase(abc.ABC, Generic[T]):
 
     def _then(self, node: RandomAccessDataSource[Any], item: Stage) -> Self:
         return self._construct(node, self._seed, (*self._stages, item))
-
-    @property
-    def parents(self) -> tuple[Any, ...]:
-        """The datasets this one was made from (none for a source), as Grain lists them.
-
-        Example:
-            >>> import chute
-            >>> ds = chute.MapDataset.range(3)
-            >>> ds.map(str).parents[0] is ds, ds.parents
-            (True, ())
-        """
-        return getattr(self, "_parents", ())
 
     def _stage_seed(self, seed: int | None, op: str) -> int:
         return stage_seed(seed, self._seed, self._stages, op)

@@ -19,6 +19,7 @@ from chute_samplers import IterNode
 
 __all__ = [
     "DatasetIterator",
+    "Lineage",
     "SubclassRecords",
     "made",
     "parent_seed",
@@ -42,6 +43,24 @@ def parents_of(dataset: Any, parents: Any) -> tuple[Any, ...]:
     if len(found) == 1:
         dataset._parent = found[0]
     return found
+
+
+class Lineage:
+    """Base of every dataset class: the datasets a dataset was made from (`parents`)."""
+
+    __slots__ = ("_parents",)
+
+    @property
+    def parents(self) -> tuple[Any, ...]:
+        """The datasets this one was made from (none for a source), as Grain lists them.
+
+        Example:
+            >>> import chute
+            >>> ds = chute.MapDataset.range(3)
+            >>> ds.map(str).parents[0] is ds, ds.parents
+            (True, ())
+        """
+        return getattr(self, "_parents", ())
 
 
 def made(dataset: D, *parents: Any) -> D:
