@@ -188,3 +188,10 @@ def test_a_users_iterator_class_is_not_taken_for_every_iterator() -> None:
     assert not isinstance(inner, PlusOne)
     assert list(mine) == [1, 2, 3]
     assert grain.DatasetIterator[int].__origin__ is grain.DatasetIterator
+
+
+def test_pythons_own_lookups_get_attribute_errors() -> None:
+    import copy
+
+    assert not hasattr(grain.config, "__wrapped__")
+    assert copy.deepcopy(grain.config).py_debug_mode is False

@@ -4,6 +4,7 @@ version. Each test is written from Grain's documented behaviour."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import chute
@@ -90,3 +91,33 @@ def test_the_version_is_the_grain_release_followed() -> None:
     assert grain.__version__ == "0.2.18"
     assert grain.__version_info__ == (0, 2, 18)
     assert tuple(int(p) for p in grain.__version__.split(".")) == grain.__version_info__
+
+
+def test_streams_given_once_are_read_once_and_listed_as_parents() -> None:
+    made: list[int] = []
+
+    def make_stream(n: int) -> chute.IterDataset:
+        made.append(n)
+        return chute.MapDataset.source([n] * 2).to_iter_dataset()
+
+    files = chute.MapDataset.range(3).map(make_stream)
+    ds = chute.IterDataset.interleave(files, cycle_length=2)
+    assert made == [0, 1, 2]
+    assert list(ds) == [0, 1, 0, 1, 2, 2]
+    assert len(ds.parents) == 3
+    parts = (chute.MapDataset.range(2).to_iter_dataset() for _ in range(2))
+    assert len(chute.IterDataset.mix(parts).parents) == 2
+
+
+def test_grains_other_entry_points_keep_grains_string_batches() -> None:
+    letters = chute.MapDataset.source(["a", "b"])
+    for ds in [
+        grain.MapDataset.source(letters).to_iter_dataset(),
+        grain.experimental.InterleaveIterDataset([grain.MapDataset.source(["a", "b"])], 1),
+        grain.experimental.WindowShuffleMapDataset(letters, window_size=2, seed=0),
+    ]:
+        batch = next(iter(ds.batch(2)))
+        assert isinstance(batch, np.ndarray), type(ds)
+        assert sorted(batch.tolist()) == ["a", "b"]
+    assert grain.MapDataset.source(letters).parents == (letters,)
+    assert type(grain.MapDataset.source(letters)) is grain.MapDataset

@@ -77,6 +77,8 @@ def test_a_zero_weight_is_refused_as_grain_refuses_it() -> None:
         grain.MapDataset.mix([EVEN, ODD], weights=[1])
     with pytest.raises(ValueError, match=r"weights\[1\] must be finite and positive, got -1"):
         grain.MapDataset.mix([EVEN, ODD], weights=[1, -1])
+    with pytest.raises(ValueError, match="span too wide a range to scale the smallest to 100"):
+        grain.MapDataset.mix([EVEN, ODD], weights=[5e-324, 1.0])
 
 
 @settings(max_examples=200, deadline=None)

@@ -49,13 +49,21 @@ install() {
 site=$(mktemp -d -t chute-accelerator-site-XXXXXX)
 trap 'rm -rf "$site"' EXIT
 install "$wheels"/chute/*.whl
-if ! "$python" -c 'import array_record' 2>/dev/null; then
-    install "$wheels"/cp312/*.whl
-fi
+for wheel in "$wheels"/cp312/*.whl; do  # Each only where its module is missing.
+    module=$(basename "$wheel" | cut -d- -f1 | tr '[:upper:]' '[:lower:]')
+    if ! "$python" -c "import $module" 2>/dev/null; then
+        install "$wheel"
+    fi
+done
 export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 # chute from the wheels, not from a checkout or an environment elsewhere on the path.
 "$python" - "$site" <<'PY'
-import sys, chute_core, chute
+import sys
+try:
+    import chute, chute_core, jax, numpy
+except ImportError as error:
+    sys.exit(f"run.sh: this Python lacks {error.name!r}, which the run needs; add its wheel "
+             "to prepare.sh (it reaches no package index here)")
 site = sys.argv[1]
 for module in (chute_core, chute):
     if not module.__file__.startswith(site):

@@ -91,6 +91,27 @@ def children() -> set[int]:
     return {p.pid for p in multiprocessing.active_children() if p.pid is not None}
 
 
+def workers_in_order(before: set[int]) -> list[int]:
+    """The pids of the children started since `before`, worker 0 first.
+
+    By the index in each worker's process name (`chute-worker-<i>`), not by pid: pids
+    wrap around (a worker started later can have the smaller pid).
+    """
+
+    def index(process: multiprocessing.Process) -> tuple[int, int]:
+        name = process.name or ""
+        number = name.rsplit("-", 1)[-1]
+        return (
+            int(number) if name.startswith("chute-worker-") and number.isdigit() else 1 << 30,
+            process.pid or 0,
+        )
+
+    started = [
+        p for p in multiprocessing.active_children() if p.pid is not None and p.pid not in before
+    ]
+    return [p.pid for p in sorted(started, key=index) if p.pid is not None]
+
+
 class DeathWatch:
     """A thread noting when the first of `pids` stops running (polls `/proc` every 2 ms)."""
 
@@ -128,7 +149,7 @@ def _finish(
     a file. Fault time: the death of a worker, or the last element received.
     """
     got.append(next(it))
-    workers = sorted(children() - before)
+    workers = workers_in_order(before)
     watch = DeathWatch(workers) if watch_death else None
     fault_time = time.monotonic()
     if first is not None:

@@ -411,11 +411,12 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
             >>> list(IterDataset.mix([evens, odds], [3, 1]))[:8]
             [0, 2, 4, 1, 6, 8, 10, 3]
         """
-        factories = [factory_of(d) for d in datasets]
+        parts = list(datasets)  # Read once: it may be a generator or a MapDataset.
+        factories = [factory_of(d) for d in parts]
         check_weights(weights, len(factories), "IterDataset.mix")
         shown = None if weights is None else list(weights)
         item = Stage("mix", (("weights", repr(shown)),), tuple(f.stages for f in factories))
-        return made(cls._family(MixFactory(factories, weights, item)), *datasets)
+        return made(cls._family(MixFactory(factories, weights, item)), *parts)
 
     @classmethod
     def interleave(
@@ -434,14 +435,15 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
             >>> "".join(IterDataset.interleave(parts, cycle_length=2))
             'ababcc'
         """
-        factories = [factory_of(d) for d in datasets]
+        parts = list(datasets)  # Read once: a MapDataset of streams makes them anew.
+        factories = [factory_of(d) for d in parts]
         cycle_length = check_int(cycle_length, "cycle_length", "IterDataset.interleave", minimum=1)
         item = Stage(
             "interleave",
             (("cycle_length", repr(cycle_length)),),
             tuple(f.stages for f in factories),
         )
-        return made(cls._family(InterleaveFactory(factories, cycle_length, item)), *datasets)
+        return made(cls._family(InterleaveFactory(factories, cycle_length, item)), *parts)
 
     @classmethod
     def zip(cls, *datasets: Any, strict: bool = False) -> IterDataset[tuple[Any, ...]]:

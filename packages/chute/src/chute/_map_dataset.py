@@ -111,7 +111,11 @@ class MapDataset(MapOrderOps[T]):
             'b'
         """
         if isinstance(source, MapDataset):
-            return source
+            if cls._family in type(source).__mro__:
+                return source
+            # A dataset of chute's family into a dialect's (`grain.MapDataset.source(ds)`).
+            converted = cls._family(source._node, seed=source._seed, stages=source._stages)
+            return made(converted, source)
         if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")) or isinstance(
             source, str | bytes | dict
         ):

@@ -97,6 +97,8 @@ class Config:
         return self.__getattr__(name)
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # Python's own lookups (copy, hasattr of dunders, ...).
+            raise AttributeError(name)
         values = object.__getattribute__(self, "_values")
         if name not in values:
             raise ValueError(_unknown(name))

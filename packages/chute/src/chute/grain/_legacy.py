@@ -150,8 +150,8 @@ class DatasetSelectionMap(abc.ABC):
         """`(dataset_index, index_in_dataset)` of position `index`."""
 
     def select(self, datasets: Sequence[Any]) -> Any:
-        """The mixture of `datasets` this map describes, as a `chute.MapDataset`."""
-        from .._map_dataset import MapDataset
+        """The mixture of `datasets` this map describes, as a `grain.MapDataset`."""
+        from ._datasets import MapDataset
 
         return MapDataset.source(_Selected(tuple(datasets), self))
 

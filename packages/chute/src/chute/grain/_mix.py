@@ -59,7 +59,13 @@ def grain_proportions(weights: Sequence[float] | None, count: int) -> tuple[int,
     if 0 in values:
         raise ValueError("Must specify all non-zero proportions for mixing.")  # Grain's words.
     scale = _SMALLEST / min(values)
-    return tuple(int(value * scale) for value in values)
+    scaled = [value * scale for value in values]
+    if not all(math.isfinite(value) for value in scaled):
+        raise ValueError(
+            f"MapDataset.mix: weights {values} span too wide a range to scale the smallest "
+            f"to {_SMALLEST}, as Grain does."
+        )
+    return tuple(int(value) for value in scaled)
 
 
 def grain_mix_length(lengths: Sequence[int], proportions: Sequence[int]) -> int:

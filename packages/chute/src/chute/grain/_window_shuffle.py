@@ -57,7 +57,7 @@ def WindowShuffleMapDataset(parent: Any, *, window_size: int, seed: int) -> Any:
         >>> sorted(ds[:3]), sorted(ds[3:])
         ([0, 1, 2], [3, 4, 5])
     """
-    from .._map_dataset import MapDataset
+    from ._datasets import MapDataset
 
     owner = "WindowShuffleMapDataset"
     size = check_int(window_size, "window_size", owner, minimum=1)

@@ -19,8 +19,6 @@ from chute_transforms import FlatMapTransform, MapWithIndexTransform
 
 from .._element_spec import ShapeDtypeStruct
 from ..experimental import (
-    InterleaveIterDataset,
-    ParquetIterDataset,
     PerformanceConfig,
     ThreadPrefetchIterDataset,
     WindowShuffleIterDataset,
@@ -31,7 +29,9 @@ from ._experimental_ops import (
     CacheIterDataset,
     FlatMapIterDataset,
     FlatMapMapDataset,
+    InterleaveIterDataset,
     LimitIterDataset,
+    ParquetIterDataset,
     RebatchIterDataset,
     RepeatIterDataset,
     ZipIterDataset,
