@@ -121,3 +121,36 @@ def test_grains_other_entry_points_keep_grains_string_batches() -> None:
         assert sorted(batch.tolist()) == ["a", "b"]
     assert grain.MapDataset.source(letters).parents == (letters,)
     assert type(grain.MapDataset.source(letters)) is grain.MapDataset
+
+
+def test_interleave_takes_grains_thread_and_buffer_arguments_and_checks_them() -> None:
+    parts = [grain.MapDataset.source([c] * 3).to_iter_dataset() for c in "abc"]
+    plain = list(grain.experimental.InterleaveIterDataset(parts, cycle_length=2))
+    tuned = grain.experimental.InterleaveIterDataset(
+        parts, cycle_length=2, num_make_iter_threads=4, make_iter_buffer_size=2, iter_buffer_size=8
+    )
+    assert list(tuned) == plain == list("abababccc")  # a and b in turn, then c.
+    with pytest.raises(ValueError, match="num_make_iter_threads must be >= 1, got 0"):
+        grain.experimental.InterleaveIterDataset(parts, 2, num_make_iter_threads=0)
+
+
+def test_enable_shared_memory_output_returns_nothing_and_changes_nothing() -> None:
+    ds = grain.MapDataset.range(6).batch(2)
+    assert ds.enable_shared_memory_output() is None
+    stream = ds.to_iter_dataset().mp_prefetch(chute.MultiprocessingOptions(num_workers=1))
+    assert stream.enable_shared_memory_output() is None
+    assert [b.tolist() for b in stream] == [[0, 1], [2, 3], [4, 5]]
+
+
+def test_shared_memory_source_unlink_frees_it_for_processes_that_had_not_mapped_it() -> None:
+    import pickle
+
+    source = grain.sources.SharedMemoryDataSource([{"x": np.arange(3)}, "b"])
+    assert source[1] == "b"
+    copy = pickle.loads(pickle.dumps(source))  # Another process's view: not mapped yet.
+    source.unlink()
+    source.unlink()  # Twice is fine, as closing twice is.
+    np.testing.assert_array_equal(source[0]["x"], np.arange(3))  # Mapped before: readable.
+    with pytest.raises(chute.SharedMemoryError, match="is gone"):
+        copy[0]
+    source.close()

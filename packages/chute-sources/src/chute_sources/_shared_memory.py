@@ -158,6 +158,27 @@ class SharedMemorySource(Source[Any]):
         if os.getpid() == self._owner_pid:
             self._finalizer()
 
+    def unlink(self) -> None:
+        """Frees the shared memory for every process now (Grain's `unlink`), from any of them.
+
+        Its file is removed: no process can open it from here on, while mappings already
+        made (and arrays read from them) stay readable until closed. Reading a record
+        in a process that had not mapped it yet then raises `SharedMemoryError`.
+
+        Example:
+            >>> source = SharedMemorySource(["a", "b"])
+            >>> source[1]
+            'b'
+            >>> source.unlink()
+            >>> source[0]  # This process mapped it before: still readable.
+            'a'
+            >>> source.close()
+        """
+        try:
+            os.unlink(self._path)
+        except FileNotFoundError:
+            pass
+
     def __getstate__(self) -> dict[str, Any]:
         if self._closed:
             raise SourceClosedError(f"{self!r} was closed and cannot be pickled.")

@@ -76,6 +76,14 @@ class _GrainDialect:
         batched = super().batch(batch_size, **options)  # type: ignore[misc]
         return batched if options.get("batch_fn") is not None else batched.map(strings_as_arrays)
 
+    def enable_shared_memory_output(self) -> None:
+        """Grain's switch for batches in shared memory: chute's workers always do that.
+
+        Worker processes put array outputs in shared memory and the consumer maps them
+        without a copy (`mp_prefetch`); there is nothing to turn on, and, as in Grain,
+        nothing is returned.
+        """
+
     @classmethod
     def __subclasshook__(cls, candidate: type) -> Any:
         # Every chute dataset is one of Grain's (a user's subclass of it is only itself).

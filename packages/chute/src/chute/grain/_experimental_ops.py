@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from chute_core import InvalidArgumentError
-from chute_core.internal import assert_resumes
+from chute_core.internal import assert_resumes, check_int
 from chute_transforms import batch_elements
 
 __all__ = [
@@ -260,17 +260,34 @@ def multithread_prefetch(
     return ds.prefetch(buffer_size)
 
 
-def InterleaveIterDataset(datasets: Sequence[Any], cycle_length: int) -> Any:
+def InterleaveIterDataset(
+    datasets: Sequence[Any],
+    cycle_length: int,
+    num_make_iter_threads: int = 1,
+    make_iter_buffer_size: int = 1,
+    iter_buffer_size: int = 1,
+) -> Any:
     """`grain.IterDataset.interleave(datasets, cycle_length)` (Grain's family kept).
+
+    Grain's three buffer and thread arguments tune how it opens and reads the streams
+    ahead; they are checked (positive ints) and change neither the elements nor their
+    order. chute opens each stream when its turn comes (`prefetch` the result to read
+    ahead).
 
     Example:
         >>> import chute.grain as grain
         >>> parts = [grain.MapDataset.source([c] * 2).to_iter_dataset() for c in "ab"]
-        >>> next(iter(InterleaveIterDataset(parts, 2).batch(2)))
+        >>> next(iter(InterleaveIterDataset(parts, 2, num_make_iter_threads=2).batch(2)))
         array(['a', 'b'], dtype='<U1')
     """
     from ._datasets import IterDataset
 
+    for name, value in (
+        ("num_make_iter_threads", num_make_iter_threads),
+        ("make_iter_buffer_size", make_iter_buffer_size),
+        ("iter_buffer_size", iter_buffer_size),
+    ):
+        check_int(value, name, "InterleaveIterDataset", minimum=1)
     return IterDataset.interleave(list(datasets), cycle_length)
 
 
