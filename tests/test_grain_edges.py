@@ -154,3 +154,13 @@ def test_shared_memory_source_unlink_frees_it_for_processes_that_had_not_mapped_
     with pytest.raises(chute.SharedMemoryError, match="is gone"):
         copy[0]
     source.close()
+
+
+def test_element_spec_has_no_batch_size_where_the_last_batch_may_be_short() -> None:
+    rows = grain.MapDataset.range(5).map(lambda i: {"x": np.zeros(3, np.float32), "s": "a"})
+    spec = rows.batch(2).element_spec
+    assert spec["x"].shape == (None, 3) and spec["x"].dtype == np.float32
+    assert spec["s"].shape == (None,)
+    assert rows.batch(2, drop_remainder=True).element_spec["x"].shape == (2, 3)
+    assert rows.to_iter_dataset().batch(2).element_spec["x"].shape == (None, 3)
+    assert chute.MapDataset.range(5).batch(2).element_spec.shape == (2,)  # chute's own.

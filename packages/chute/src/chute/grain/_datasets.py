@@ -29,6 +29,7 @@ from chute_core import InvalidArgumentError
 from chute_samplers import fetch
 
 from .. import _iter_dataset, _map_dataset
+from .._element_spec import ShapeDtypeStruct
 from .._pipeline import Stage
 from .._subclassing import made
 from ._mix import GrainMixMap
@@ -63,6 +64,31 @@ def strings_as_arrays(batch: Any) -> Any:
     return batch
 
 
+def _rows_may_vary(stages: Sequence[Stage]) -> bool:
+    """Whether the last batching stage (before Grain's string stage) may end short."""
+    for item in reversed(stages):
+        if item.op == "map" and dict(item.params).get("fn") == strings_as_arrays.__name__:
+            continue
+        if item.op == "to_iter_dataset":
+            continue
+        params = dict(item.params)
+        return item.op == "batch" and params.get("drop_remainder") == "False"
+    return False
+
+
+def _without_rows(spec: Any) -> Any:
+    """`spec` with the leading dimension of every array leaf unknown (None)."""
+    if isinstance(spec, ShapeDtypeStruct):
+        return ShapeDtypeStruct((None, *spec.shape[1:]), spec.dtype) if spec.shape else spec  # type: ignore[arg-type]
+    if isinstance(spec, dict):
+        return {key: _without_rows(value) for key, value in spec.items()}
+    if isinstance(spec, tuple) and hasattr(spec, "_fields"):
+        return type(spec)(*(_without_rows(value) for value in spec))
+    if isinstance(spec, list | tuple):
+        return type(spec)(_without_rows(value) for value in spec)
+    return spec
+
+
 class _GrainDialect:
     """What both of Grain's dataset classes add to chute's: string batches, `isinstance`."""
 
@@ -75,6 +101,21 @@ class _GrainDialect:
         """`batch` as chute has it, with strings stacked as Grain stacks them (no `batch_fn`)."""
         batched = super().batch(batch_size, **options)  # type: ignore[misc]
         return batched if options.get("batch_fn") is not None else batched.map(strings_as_arrays)
+
+    @property
+    def element_spec(self) -> Any:
+        """`element_spec` with Grain's batch dimension: None where the last batch may be short.
+
+        After `batch(..., drop_remainder=False)` the leading dimension of each array
+        leaf is None, as in Grain; with `drop_remainder=True` it is the batch size.
+
+        Example:
+            >>> import chute.grain as grain
+            >>> grain.MapDataset.range(5).batch(2).element_spec
+            ShapeDtypeStruct(shape=(None,), dtype=dtype('int64'))
+        """
+        spec = super().element_spec  # type: ignore[misc]
+        return _without_rows(spec) if _rows_may_vary(self._stages) else spec  # type: ignore[attr-defined]
 
     def enable_shared_memory_output(self) -> None:
         """Grain's switch for batches in shared memory: chute's workers always do that.
