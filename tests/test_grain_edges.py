@@ -9,6 +9,7 @@ import pytest
 
 import chute
 import chute.grain as grain
+from chute_testing import assert_resumes
 
 
 def test_every_dataset_lists_the_datasets_it_was_made_from() -> None:
@@ -164,3 +165,16 @@ def test_element_spec_has_no_batch_size_where_the_last_batch_may_be_short() -> N
     assert rows.batch(2, drop_remainder=True).element_spec["x"].shape == (2, 3)
     assert rows.to_iter_dataset().batch(2).element_spec["x"].shape == (None, 3)
     assert chute.MapDataset.range(5).batch(2).element_spec.shape == (2,)  # chute's own.
+
+
+def test_to_iter_dataset_with_allow_nones_reads_dropped_positions_as_none() -> None:
+    ds = grain.MapDataset.range(8).filter(lambda x: x % 3 == 0)
+    expected = [0, None, None, 3, None, None, 6, None]
+    assert list(ds.to_iter_dataset()) == [0, 3, 6]
+    stream = ds.to_iter_dataset(allow_nones=True)
+    assert list(stream) == expected
+    assert_resumes(lambda: iter(stream), expected=expected)
+    workers = stream.mp_prefetch(chute.MultiprocessingOptions(num_workers=2))
+    assert list(workers) == expected
+    with pytest.raises(TypeError, match="allow_nones must be a bool, got 'yes'"):
+        ds.to_iter_dataset(allow_nones="yes")

@@ -25,12 +25,12 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from chute_core import InvalidArgumentError
-from chute_samplers import fetch
+from chute_core import DROPPED, InvalidArgumentError
+from chute_samplers import EpochArray, MapNode, PositionArray, fetch
 
 from .. import _iter_dataset, _map_dataset
 from .._element_spec import ShapeDtypeStruct
-from .._pipeline import Stage
+from .._pipeline import Stage, stage
 from .._subclassing import made
 from ._mix import GrainMixMap
 
@@ -207,7 +207,41 @@ class MapDataset(_GrainDialect, _map_dataset.MapDataset[T]):
             raise InvalidArgumentError(f"MapDataset.limit: count must be > 0, got {count}.")
         return super().limit(count)
 
+    def to_iter_dataset(
+        self, read_options: Any = None, *, allow_nones: bool = False
+    ) -> _iter_dataset.IterDataset[T]:
+        """A stream of the elements in order; with `allow_nones`, None where one was dropped.
+
+        As in Grain: positions a `filter` dropped are skipped, or, with
+        `allow_nones=True`, read as None (so positions and stream elements stay aligned).
+
+        Example:
+            >>> import chute.grain as grain
+            >>> ds = grain.MapDataset.range(5).filter(lambda x: x % 2 == 0)
+            >>> list(ds.to_iter_dataset()), list(ds.to_iter_dataset(allow_nones=True))
+            ([0, 2, 4], [0, None, 2, None, 4])
+        """
+        if not isinstance(allow_nones, bool):
+            raise TypeError(f"to_iter_dataset: allow_nones must be a bool, got {allow_nones!r}.")
+        source = self
+        if allow_nones:  # A map over every position, dropped ones included.
+            source = self._then(_DroppedAsNone(self._node), stage("map", fn=_DroppedAsNone))
+        return super(MapDataset, source).to_iter_dataset(read_options)
+
     _chute = _map_dataset.MapDataset
+
+
+class _DroppedAsNone(MapNode[Any]):
+    """`parent` with None at the positions a filter dropped (Grain's `allow_nones`)."""
+
+    def __init__(self, parent: Any) -> None:
+        self._parent = parent
+
+    def __len__(self) -> int:
+        return len(self._parent)
+
+    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[Any]:
+        return [None if x is DROPPED else x for x in fetch(self._parent, positions, epochs)]
 
 
 IterDataset._family = IterDataset
