@@ -1,4 +1,5 @@
-"""Helpers of the command-line tests: run `python -m chute_cli`, make small input files."""
+"""Helpers of the command-line tests: run `python -m chute_cli`, make small input files,
+read converted shards back."""
 
 import os
 import subprocess
@@ -6,6 +7,8 @@ import sys
 
 import pytest
 
+import chute
+from chute_cli._common import first_difference
 from chute_testing import png_bytes
 
 
@@ -25,6 +28,28 @@ def run_chute(*args, cwd=None, env=None, prefix=()):
 @pytest.fixture(name="run_chute")
 def _run_chute():
     return run_chute
+
+
+def read_shards(paths):
+    """Every record of the ArrayRecord shards at `paths`, in order."""
+    return list(chute.ArrayRecordSource([str(p) for p in paths]))
+
+
+def assert_same_records(expected, actual):
+    """`expected` and `actual` hold the same records, in order (naming the first that differs)."""
+    assert len(expected) == len(actual)
+    for index, (a, b) in enumerate(zip(expected, actual, strict=True)):
+        assert first_difference(a, b) is None, (index, first_difference(a, b))
+
+
+@pytest.fixture(name="read_shards", scope="session")
+def _read_shards():
+    return read_shards
+
+
+@pytest.fixture(name="assert_same_records", scope="session")
+def _assert_same_records():
+    return assert_same_records
 
 
 @pytest.fixture(name="png_bytes")
