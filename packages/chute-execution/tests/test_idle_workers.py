@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +32,10 @@ from chute_execution import (
 )
 from chute_sources.internal import reading_one_by_one
 from chute_testing import assert_resumes
-from chute_testing.execution import FullArray
+from chute_testing.execution import FullArray, all_exited
 from chute_transforms import MapIter
+
+EXITED_WITHIN = 15.0  # Seconds for workers told to stop to exit: a bound, not a speed.
 
 ROWS = 2**17  # 1 MiB per element: leased to the consumer as views into the slab.
 
@@ -68,24 +69,6 @@ def _run(it: MultiprocessPrefetchIter) -> tuple[list[int], set[int]]:
     return [value for value, _ in pairs], {pid for _, pid in pairs}
 
 
-def _gone(pid: int) -> bool:
-    """Whether `pid` has exited (a zombie not yet reaped counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return True
-    return state in ("Z", "X")
-
-
-def _wait_gone(pids: set[int], seconds: float = 15.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if all(_gone(pid) for pid in pids):
-            return True
-        time.sleep(0.05)
-    return False
-
-
 @pytest.fixture(autouse=True)
 def _no_idle_workers():
     stop_idle_workers()
@@ -101,7 +84,7 @@ def test_the_next_iterator_takes_over_the_workers_and_yields_the_same() -> None:
     assert len(first_pids) == 2
     assert second_pids == first_pids
     assert stop_idle_workers() == 2
-    assert _wait_gone(first_pids)
+    assert all_exited(first_pids, seconds=EXITED_WITHIN)
 
 
 def test_another_pipeline_with_the_same_options_runs_on_the_parked_workers() -> None:
@@ -115,7 +98,7 @@ def test_another_pipeline_with_the_same_options_runs_on_the_parked_workers() -> 
 def test_reuse_is_off_with_zero_idle_seconds_and_the_workers_end_with_the_iterator() -> None:
     values, pids = _run(_iterator(idle_worker_seconds=0))
     assert values == list(range(12))
-    assert _wait_gone(pids)
+    assert all_exited(pids, seconds=EXITED_WITHIN)
     assert stop_idle_workers() == 0
     _, fresh = _run(_iterator(idle_worker_seconds=0))
     assert not fresh & pids
@@ -123,7 +106,7 @@ def test_reuse_is_off_with_zero_idle_seconds_and_the_workers_end_with_the_iterat
 
 def test_workers_with_an_init_function_are_never_reused() -> None:
     _, pids = _run(_iterator(init=record_init))
-    assert _wait_gone(pids)
+    assert all_exited(pids, seconds=EXITED_WITHIN)
     _, again = _run(_iterator(init=record_init))
     assert not again & pids
     assert stop_idle_workers() == 0
@@ -151,14 +134,14 @@ def test_the_oldest_groups_stop_when_too_many_workers_wait(
 
     monkeypatch.setattr(_idle_workers, "_most_idle", lambda: 4)
     groups = [_run(_iterator(per_worker_buffer_size=size))[1] for size in (1, 2, 3)]
-    assert _wait_gone(groups[0])
+    assert all_exited(groups[0], seconds=EXITED_WITHIN)
     assert stop_idle_workers() == 4  # The two newest groups waited.
-    assert _wait_gone(groups[1] | groups[2])
+    assert all_exited(groups[1] | groups[2], seconds=EXITED_WITHIN)
 
 
 def test_parked_workers_exit_when_their_time_is_up_and_fresh_ones_start() -> None:
     _, pids = _run(_iterator(idle_worker_seconds=0.3))
-    assert _wait_gone(pids)
+    assert all_exited(pids, seconds=EXITED_WITHIN)
     values, fresh = _run(_iterator(idle_worker_seconds=0.3))
     assert values == list(range(12))
     assert not fresh & pids
@@ -171,11 +154,13 @@ def test_a_parked_worker_killed_meanwhile_is_replaced_with_no_error(start_method
     # plan tells.
     _, pids = _run(_iterator(start_method=start_method))
     os.kill(min(pids), signal.SIGKILL)
-    assert _wait_gone({min(pids)})
+    assert all_exited({min(pids)}, seconds=EXITED_WITHIN)
     values, fresh = _run(_iterator(start_method=start_method))
     assert values == list(range(12))
     assert not fresh & pids
-    assert _wait_gone(pids)  # The survivor of the broken group was told to exit.
+    assert all_exited(
+        pids, seconds=EXITED_WITHIN
+    )  # The survivor of the broken group was told to exit.
 
 
 def test_a_group_that_lost_a_worker_mid_run_is_not_parked() -> None:
@@ -280,7 +265,7 @@ def test_parked_workers_never_outlive_their_consumer(end: str) -> None:
     out, _ = consumer.communicate(timeout=120)
     pids = set(ast.literal_eval(out.splitlines()[0]))
     assert len(pids) == 2
-    assert _wait_gone(pids), "a parked worker outlived its consumer"
+    assert all_exited(pids, seconds=EXITED_WITHIN), "a parked worker outlived its consumer"
     if not end:
         owners = pids | {consumer.pid}
         leftover = [

@@ -25,6 +25,7 @@ import pytest
 
 from chute_execution import ChunkPlan, MultiprocessingOptions, MultiprocessPrefetchIter
 from chute_execution import _worker as worker_module
+from chute_testing.execution import all_exited
 from chute_transforms import MapIter
 
 
@@ -49,23 +50,6 @@ def _reclaims(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return True
-    return state in ("Z", "X")
-
-
-def _wait_gone(pids: set[int], seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if all(map(_gone, pids)):
-            return True
-        time.sleep(0.01)
-    return False
-
-
 @pytest.mark.parametrize("idle_worker_seconds", [0, 0.2], ids=["stopped", "parked, not taken"])
 def test_a_worker_asked_to_stop_never_waits_to_reclaim_after_its_consumer(
     reclaims: Path, idle_worker_seconds: float
@@ -78,5 +62,5 @@ def test_a_worker_asked_to_stop_never_waits_to_reclaim_after_its_consumer(
     pids = {pid for _, pid in pairs}
     assert [value for value, _ in pairs] == list(range(8))
     assert pids and os.getpid() not in pids
-    assert _wait_gone(pids)
+    assert all_exited(pids)
     assert sorted(path.name for path in reclaims.iterdir()) == []

@@ -6,11 +6,19 @@ import gc
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from chute_core.internal import SHM_PREFIX, shm_dir
 
-__all__ = ["chute_threads", "no_leaked_threads", "own_slabs", "slabs_of", "wait_until"]
+__all__ = [
+    "all_exited",
+    "chute_threads",
+    "exited",
+    "no_leaked_threads",
+    "own_slabs",
+    "slabs_of",
+    "wait_until",
+]
 
 
 def chute_threads() -> list[threading.Thread]:
@@ -37,6 +45,32 @@ def wait_until(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
             return False
         time.sleep(0.005)
     return True
+
+
+def exited(pid: int) -> bool:
+    """Whether process `pid` has exited (a zombie not yet reaped counts as exited).
+
+    Example:
+        >>> exited(os.getpid())
+        False
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def all_exited(pids: Iterable[int], seconds: float = 10.0) -> bool:
+    """Waits up to `seconds` for every process of `pids` to exit; whether they all did.
+
+    Example:
+        >>> all_exited([], seconds=0.1)
+        True
+    """
+    waited = list(pids)
+    return wait_until(lambda: all(map(exited, waited)), seconds)
 
 
 def _descends_from_us(pid: int) -> bool:

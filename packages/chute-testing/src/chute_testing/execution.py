@@ -16,7 +16,9 @@ import numpy as np
 from chute_transforms import RandomMapTransform
 
 from ._leak_checks import (
+    all_exited,
     chute_threads,
+    exited,
     no_leaked_slabs,
     no_leaked_threads,
     own_slabs,
@@ -25,6 +27,8 @@ from ._leak_checks import (
 )
 
 __all__ = [
+    "all_exited",
+    "exited",
     "ANSWER_CTRL_C",
     "AddNoise",
     "BrokenSource",
