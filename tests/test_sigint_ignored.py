@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CTRL_C_TESTS = [
-    "packages/chute-cli/tests/test_cli_convert.py::test_ctrl_c_exits_130_and_the_rerun_resumes",
+    "packages/chute-cli/tests/test_cli_convert_again.py::test_ctrl_c_exits_130_and_the_rerun_resumes",
     "tests/execution/test_mp_faults.py::test_iteration_continues_exactly_after_a_caught_ctrl_c",
     "tests/faults/test_faults.py::test_a_caught_ctrl_c_at_a_seeded_place_leaves_the_stream_"
     "unchanged[0]",

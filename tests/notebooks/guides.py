@@ -4,7 +4,7 @@ Each guide is a list of code cells, as a user types them into Jupyter: Grain's n
 changed to chute's, TFDS replaced by data made on the spot (records shaped like
 `imagenet_a` and `mnist`), `cv2.resize` by NumPy, and the worker counts of the guides
 (2 and 5). Transforms are defined in cells: a `MapTransform` subclass, a lambda, a
-closure over a local variable, a `random_map`. `tests/test_notebooks.py` runs them in a
+closure over a local variable, a `random_map`. `tests/notebooks/test_notebooks.py` runs them in a
 real Jupyter kernel, and as a script, `python -c` and stdin.
 """
 
