@@ -4,10 +4,10 @@
 `track_` method 5 times in this process and prints the median, every value, the load
 average before and after, and whether the target holds. NAMES (all by default):
 `per_element`, `images`, `images_fresh`, `images_steady`, `arrays`, `arrays_fresh`,
-`arrays_steady`, `cold`, `warm`, `restore`, `data_loader`. Timings on a shared 2-core
-machine are noisy: read the load average with each figure. The `_fresh` figures start
-new worker processes for each iterator (`idle_worker_seconds=0`); the others take over
-the workers the last iterator parked, as a loop over epochs does.
+`arrays_steady`, `cold`, `warm`, `restore`, `reshard_restore`, `data_loader`. Timings on
+a shared 2-core machine are noisy: read the load average with each figure. The `_fresh`
+figures start new worker processes for each iterator (`idle_worker_seconds=0`); the
+others take over the workers the last iterator parked, as a loop over epochs does.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from . import bench_checkpoint as checkpoint
 from . import bench_data_loader as data_loader
 from . import bench_datasets as datasets
 from . import bench_execution_workers as workers
+from . import bench_reshard as reshard
 
 REPEATS = 5
 
@@ -47,6 +48,12 @@ TARGETS: list[tuple[str, str, type, str, tuple[Any, ...], str]] = [
     *(
         ("restore", f"restore + first batch minus a fresh first batch, {n} workers (ms)",
          checkpoint.RestoreFirstBatch, "track_restore_minus_fresh_ms", (n,), "<= 3")
+        for n in (0, 2)
+    ),
+    *(
+        ("reshard_restore",
+         f"resharded restore (4 uneven -> 3) + first batch minus a fresh one, {n} workers (ms)",
+         reshard.ResumeAnywhere, "track_resharded_restore_minus_fresh_ms", (n,), "<= 3")
         for n in (0, 2)
     ),
     ("data_loader", "DataLoader(worker_count=0) / MapDataset",

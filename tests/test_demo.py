@@ -150,3 +150,26 @@ def test_text_demo_resumes_exactly(tmp_path: Path) -> None:
     assert padding and float(padding.group(1)) < 10, lines[table + 4]
     assert lines[-1] == f"loss curves: {work / 'loss.png'}"
     assert (work / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_elastic_demo_counts_every_record_once_across_4_3_6_hosts(tmp_path: Path) -> None:
+    done = _run(tmp_path, "--elastic", "--dir", "elastic")
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"chute demo --elastic, in {tmp_path / 'elastic'}"
+    phase = re.compile(r"  (\d) hosts, (.*): batches (.*) \[(.*)\]")
+    phases = [phase.fullmatch(line) for line in lines[2:5]]
+    assert [(m[1], m[2], m[3]) for m in phases if m] == [
+        ("4", "fresh", "until preempted"),
+        ("3", "restored from 4 hosts", "until preempted"),
+        ("6", "restored from 3 hosts", "to the end"),
+    ]
+    stops = [[int(x) for x in m[4].split(", ")] for m in phases if m]
+    assert all(len(set(taken)) > 1 for taken in stops[:2])  # Preempted unevenly.
+    # 3000 records, 2 epochs; the filter keeps those whose id is no multiple of 11.
+    assert lines[6:10] == [
+        "| epoch | records | seen | lost | repeated |",
+        "|---|---|---|---|---|",
+        "| 0 | 2727 | 2727 | 0 | 0 |",
+        "| 1 | 2727 | 2727 | 0 | 0 |",
+    ]
+    assert re.fullmatch(r"largest iterator state saved: \d+ bytes", lines[10])

@@ -139,6 +139,19 @@ def test_sharded_states_under_ray_reshard_to_another_process_count():
     assert sorted(x[0] for x in seen + rest) == list(range(48))  # Nothing lost or repeated.
 
 
+def _keep_not_fives(x):
+    return x % 5 != 0
+
+
+def test_states_under_ray_stopped_unevenly_continue_exactly_once_on_other_counts():
+    def pipeline(index, count):
+        ds = chute.MapDataset.range(60).seed(9).shuffle().shard(index, count).to_iter_dataset()
+        return ds.filter(_keep_not_fives).ray_prefetch(_ray(1), chunk_size=4).batch(3)
+
+    run = chute.testing.assert_reshards(pipeline, 3, [2, 4], seed=1, records=chute.testing.rows)
+    assert run.records == 48 and all(len(set(stops)) > 1 for stops in run.stops)
+
+
 def test_the_data_loader_on_ray_equals_the_one_on_local_workers():
     sampler = chute.IndexSampler(
         64, shard_options=chute.NoSharding(), shuffle=True, seed=4, num_epochs=2
@@ -253,7 +266,7 @@ def test_arrays_are_read_in_place_and_tasks_in_flight_are_bounded():
     it.close()
     assert it._tasks.futures == {}  # Dropped: no reference left.
     assert ray.is_initialized()  # The cluster is the user's (this module's): left running.
-    assert it.get_state() == {"position": 28, "offset": 3}  # Closing keeps the position.
+    assert it.get_state() == {"position": 28, "offset": 3, "through": 31}  # Kept at close.
 
 
 class RecordEach:

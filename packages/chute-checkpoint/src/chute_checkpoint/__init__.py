@@ -7,8 +7,10 @@ differ. `save` / `restore` write and read such files atomically without Orbax, i
 local folders or in buckets (`s3://bucket/prefix`, `gs://...`);
 `CheckpointSave` / `CheckpointRestore` do the same inside an Orbax
 `CheckpointManager` (Orbax is imported on first use of those names). Both restore on
-another number of processes for index-based pipelines (`reshard_for`); `reshard`
-redistributes all processes' states of such a pipeline to another process count.
+another number of processes for index-based pipelines (`reshard_for`), whatever
+position each process stopped at; `reshard` redistributes all processes' states of
+such a pipeline to another process count, `check_reshardable` says at startup whether
+a pipeline can be, and `assert_reshards` checks that a pipeline continues exactly once.
 
 Example:
     >>> import chute, tempfile
@@ -53,6 +55,10 @@ from ._format import make_document as make_document
 from ._format import validate_document as validate_document
 from ._reshard import reshard as reshard
 from ._reshard import reshard_for as reshard_for
+from ._reshard_check import ReshardRun as ReshardRun
+from ._reshard_check import assert_reshards as assert_reshards
+from ._reshard_check import rows as rows
+from ._reshard_stages import check_reshardable as check_reshardable
 
 if TYPE_CHECKING:
     from ._orbax import CheckpointHandler as CheckpointHandler
@@ -77,7 +83,10 @@ __all__ = [
     "PIPELINE_ATTRIBUTE",
     "PipelineMismatchError",
     "ReshardError",
+    "ReshardRun",
     "apply_document",
+    "assert_reshards",
+    "check_reshardable",
     "describe_pipeline",
     "describe_value",
     "dumps_document",
@@ -90,6 +99,7 @@ __all__ = [
     "reshard_directory",
     "reshard_for",
     "restore",
+    "rows",
     "save",
     "state_file_name",
     "validate_document",

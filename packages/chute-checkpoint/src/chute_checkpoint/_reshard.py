@@ -8,76 +8,56 @@ Two kinds of pipeline continue exactly on another number of JAX processes:
   Each new process gets that state.
 - *Sharded* pipelines have one `.shard(i, n)` stage (stride sharding, also from
   `ShardByJaxProcess` or Loadax's `shard(mesh, data_axis_name)`): shard `i` reads the
-  positions `i, i + n, i + 2n, ...`. When all `n` shards are at local position `j` (in
-  lockstep, as data-parallel training keeps them), they have together consumed exactly
-  the first `j * n` positions; `m` shards continue from local position `j * n / m`.
-  Stages after the shard must keep positions (map, filter, batch, prefetching,
-  `to_device`); a `MapDataset.batch(b)` after the shard counts positions in batches.
+  positions `i, i + n, i + 2n, ...`, and each may stop at its own local position `j_i`
+  (a preemption, or a filter that kept a different share of each shard). Shard `k` of
+  `m` then reads the positions `k, k + m, ...` from the first one nobody consumed, and
+  skips the later ones an old shard consumed: a `chute_samplers.Frontier` in its
+  reader's state says which. Stages after the shard must keep positions (map, filter,
+  batch, prefetching, `to_device`). A `MapDataset.batch(b)` after the shard counts
+  positions in batches, which cannot be split between processes: such states reshard
+  only from processes in lockstep, and where `j * n` splits into whole batches.
 
-Anything else (processes at different positions, a filter that left the shards at
-different positions, totals the new count cannot split) raises `ReshardError` saying why.
+Anything else (global pipelines at different states, stages that reorder or hold
+elements after the shard) raises `ReshardError` saying why.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import copy
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chute_core import PositionLayout, StageTraits, declared_stages, is_declared, stage_traits
-from chute_execution.internal import CHUNK_POSITIONS
-from chute_samplers.internal import READER_POSITIONS
-from chute_transforms.internal import PARENT_STATES, SKIPS_REFUSED
+from chute_core import PositionLayout
+from chute_execution.internal import CHUNK_POSITIONS, THROUGH
+from chute_samplers.internal import (
+    FRONTIER,
+    READER_POSITIONS,
+    Frontier,
+    is_watermark,
+    level_of,
+    watermark,
+)
+from chute_transforms.internal import PARENT_STATES
 
 from ._describe import describe_pipeline, fingerprint
 from ._document_shape import check_positions, damaged_state, integer_parameter
 from ._errors import ReshardError
 from ._format import MAX_PROCESS_COUNT, process_position, validate_document
-from ._stage_traits import saved_traits
+from ._reshard_stages import (
+    check_declared,
+    later_stages,
+    reading_traits,
+    remember_traits,
+    shard_params,
+    shard_stage,
+    traits_of,
+)
 
 __all__ = ["reshard", "reshard_for"]
 
 _LAYOUTS: tuple[PositionLayout, ...] = (READER_POSITIONS, CHUNK_POSITIONS)
 """The state layouts that hold a stream's position, each owned by the layer that keeps it."""
-
-
-_SAVED: contextvars.ContextVar[dict[str, StageTraits] | None] = contextvars.ContextVar(
-    "chute_checkpoint_saved_traits", default=None
-)
-"""The traits the documents being resharded carry, by op (see `_stage_traits`)."""
-
-
-def _traits(stage: Mapping[str, Any]) -> StageTraits:
-    """What the documents say the stage's op does; else what this process declares."""
-    op = str(stage["op"])
-    saved = _SAVED.get()
-    if saved is not None and op in saved:
-        return saved[op]
-    return stage_traits(op)
-
-
-def _known(op: str) -> bool:
-    saved = _SAVED.get()
-    return (saved is not None and op in saved) or is_declared(op)
-
-
-@contextlib.contextmanager
-def _reading_traits() -> Iterator[dict[str, StageTraits]]:
-    """Holds the traits of the documents read during the block (filled by `_plan`)."""
-    token = _SAVED.set({})
-    try:
-        yield _SAVED.get() or {}
-    finally:
-        _SAVED.reset(token)
-
-
-def _shard_params(stage: Mapping[str, Any]) -> tuple[str, str]:
-    names = _traits(stage).shard
-    assert names is not None
-    return names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,21 +70,24 @@ class _Plan:
     local: int = 0  # Elements of its shard each has consumed (all the same).
     unit: int = 1  # Elements per position of the state (MapDataset batches after shard).
     chunk_size: int | None = None  # mp_prefetch's, in positions of the state.
+    # With one element per position: the global positions below `watermark` were all
+    # consumed, and of those above, the ones `levels` say (see `chute_samplers.Frontier`).
+    levels: tuple[tuple[int, tuple[int, ...]], ...] | None = None
+    watermark: int = 0
 
 
 def reshard(documents: Sequence[Mapping[str, Any]], process_count: int) -> list[dict[str, Any]]:
     """The state documents of `process_count` processes that continue `documents`' stream.
 
-    `documents` are the states of all `n` processes of one step. A global pipeline (no
-    shard stage, e.g. batched with `batch(..., sharding=...)`) gives every new process
-    the common state. A pipeline with one `.shard(i, n)` stage gets process `k` of the
-    result running `.shard(k, process_count)` from local position `j * n /
-    process_count` (see the module docs), so the global sequence continues with nothing
-    lost or repeated.
+    `documents` are the states of all `n` processes. A global pipeline (no shard
+    stage, e.g. batched with `batch(..., sharding=...)`) gives every new process the
+    common state. A pipeline with one `.shard(i, n)` stage, its processes each at any
+    position, gets process `k` of the result running `.shard(k, process_count)` over
+    what no process consumed (see the module docs), so every element comes once.
 
     Raises:
         ReshardError: the pipeline or positions do not allow it (the message says why,
-            e.g. `j * n` not divisible by `process_count`).
+            e.g. a stage after the shard that reorders elements).
 
     Example:
         >>> import chute
@@ -126,7 +109,7 @@ def reshard(documents: Sequence[Mapping[str, Any]], process_count: int) -> list[
             f"process_count must be at most {MAX_PROCESS_COUNT:,} (more processes than any JAX "
             f"cluster runs), got {process_count}."
         )
-    with _reading_traits():
+    with reading_traits():
         plan = _plan(documents)
         return [_document(plan, k, process_count, k, process_count) for k in range(process_count)]
 
@@ -162,7 +145,7 @@ def reshard_for(
         [[2, 3], [4, 5], [6, 7]]
     """
     index, count = process_position(process_index, process_count)
-    with _reading_traits():
+    with reading_traits():
         return _reshard_into(documents, iterator, index, count)
 
 
@@ -174,14 +157,14 @@ def _reshard_into(
         return _document(plan, 0, 1, index, count)
     stages = describe_pipeline(iterator)["stages"]
     at = plan.shard_at
-    if len(stages) <= at or not _traits(stages[at]).shard:
+    if len(stages) <= at or not traits_of(stages[at]).shard:
         raise ReshardError(
             f"the checkpoint's pipeline shards at stage {at} (.shard(i, n)), but this "
             f"iterator's pipeline has no shard stage there (its stages: "
             f"{[item['op'] for item in stages]}); restore into the same pipeline."
         )
     params = stages[at]["params"]
-    shard_index, shard_count = _shard_params(stages[at])
+    shard_index, shard_count = shard_params(stages[at])
     return _document(plan, int(params[shard_index]), int(params[shard_count]), index, count)
 
 
@@ -194,25 +177,12 @@ def _plan(documents: Sequence[Mapping[str, Any]]) -> _Plan:
         )
         for number, d in enumerate(documents)
     ]
-    saved = _SAVED.get()
-    if saved is not None:
-        for document in checked:
-            saved.update(saved_traits(document))
+    remember_traits(checked)
     _check_all_processes(checked)
     stages = checked[0]["pipeline"]["stages"]
-    _check_declared(stages)  # What an op does to positions must be known to reshard.
-    found = [number for number, item in enumerate(stages) if _traits(item).shard]
-    nested = sum(_count_shards(item.get("inputs", [])) for item in stages)
-    if not found and not nested:
-        return _global_plan(checked)
-    streams = any(_traits(item).begins_stream for item in stages)
-    if not streams or len(found) != 1 or nested:
-        raise ReshardError(
-            "reshard needs a chute.IterDataset pipeline with no shard stage or exactly one "
-            f"(MapDataset...shard(i, n)...to_iter_dataset()); found {len(found) + nested} shard "
-            f"stages in a {checked[0]['pipeline'].get('kind')} pipeline."
-        )
-    return _sharded_plan(checked, found[0])
+    check_declared(stages)  # What an op does to positions must be known to reshard.
+    at = shard_stage(stages, checked[0]["pipeline"].get("kind"))
+    return _global_plan(checked) if at is None else _sharded_plan(checked, at)
 
 
 def _check_all_processes(documents: list[dict[str, Any]]) -> None:
@@ -230,30 +200,6 @@ def _check_all_processes(documents: list[dict[str, Any]]) -> None:
             "once: pass the state of every process of one step."
         )
     documents.sort(key=lambda document: int(document["process_index"]))
-
-
-def _check_declared(stages: list[dict[str, Any]]) -> None:
-    for number, item in enumerate(stages):
-        if not _known(str(item["op"])):
-            raise ReshardError(
-                f"stage {number} ({item['op']}) is of an op whose traits neither the "
-                "checkpoint carries nor any imported package declares, so what it does to "
-                "positions is unknown; import the package that declares the op before "
-                "resharding its states."
-            )
-
-
-def _keeping_positions() -> list[str]:
-    known = {**declared_stages(), **(_SAVED.get() or {})}
-    return sorted(op for op, traits in known.items() if traits.keeps_positions)
-
-
-def _count_shards(branches: list[list[dict[str, Any]]]) -> int:
-    return sum(
-        bool(_traits(item).shard) + _count_shards(item.get("inputs", []))
-        for branch in branches
-        for item in branch
-    )
 
 
 def _global_plan(documents: list[dict[str, Any]]) -> _Plan:
@@ -277,7 +223,7 @@ def _global_plan(documents: list[dict[str, Any]]) -> _Plan:
 def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
     by_shard: dict[int, dict[str, Any]] = {}
     first = documents[0]
-    index_name, count_name = _shard_params(first["pipeline"]["stages"][at])
+    index_name, count_name = shard_params(first["pipeline"]["stages"][at])
     count = integer_parameter(first["pipeline"]["stages"][at], at, count_name, 1, "state 0")
     common = _without_shard_index(first, at, index_name)
     shards: list[int] = []
@@ -303,28 +249,64 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
             "once: pass the states of all processes."
         )
     ordered = [by_shard[shard] for shard in range(count)]
-    unit, chunk_size = _later_stages(first["pipeline"]["stages"], at)
-    positions = [
-        _position(doc["state"], chunk_size, doc["pipeline"], f"state {doc['process_index']}")
-        for doc in ordered
+    unit, chunk_size = later_stages(first["pipeline"]["stages"], at)
+    frontiers = [
+        _frontier(doc["state"], shard, count, f"state {doc['process_index']}")
+        for shard, doc in enumerate(ordered)
     ]
-    if len(set(positions)) != 1:
-        dropping = sorted(
-            {item["op"] for item in first["pipeline"]["stages"] if _traits(item).drops}
-        )
-        if dropping:
-            raise ReshardError(
-                f"the shards are at different local positions {positions} (by shard index): "
-                f"{' and '.join(dropping)} kept a different number of each shard's elements, "
-                "so at the same step they have read different amounts of their shards, and "
-                "what remains is no continuation of one global order that another number of "
-                "processes could split; restore with the same number of processes."
-            )
+    positions = [
+        _position(doc["state"], chunk_size, doc["pipeline"], f"state {doc['process_index']}", f)
+        for doc, f in zip(ordered, frontiers, strict=True)
+    ]
+    if unit == 1:
+        return _elastic_plan(first, at, positions, frontiers, chunk_size)
+    if len(set(positions)) != 1 or any(frontiers):
         raise ReshardError(
-            f"the processes are at different local positions {positions} (by shard index); "
-            "resharding needs them in lockstep: save every process at the same step."
+            f"the processes are at different local positions {positions} (by shard index), "
+            f"in batches of {unit} (the MapDataset.batch after the shard): a batch cannot be "
+            "split between processes; batch after to_iter_dataset() (IterDataset.batch) to "
+            "reshard from any positions, or save every process at the same step."
         )
     return _Plan(first, at, count, positions[0] * unit, unit, chunk_size)
+
+
+def _elastic_plan(
+    first: dict[str, Any],
+    at: int,
+    positions: list[int],
+    frontiers: list[Frontier | None],
+    chunk_size: int | None,
+) -> _Plan:
+    """The plan that continues shards stopped at any `positions` (one element each)."""
+    levels: list[tuple[int, tuple[int, ...]]] = []
+    for frontier in frontiers:
+        for level in () if frontier is None else frontier.levels:
+            if level not in levels:  # Every process holds the levels it has not passed.
+                levels.append(level)
+    newest = level_of(positions)
+    low = watermark(newest)
+    levels = [level for level in levels if max(level[1]) > low]
+    if not is_watermark(newest):
+        levels.append(newest)
+    return _Plan(
+        first, at, len(positions), chunk_size=chunk_size, levels=tuple(levels), watermark=low
+    )
+
+
+def _frontier(state: Any, shard: int, count: int, where: str) -> Frontier | None:
+    leaf = _leaf(state)
+    if FRONTIER not in leaf:
+        return None
+    try:
+        frontier = Frontier.from_json(leaf[FRONTIER], where)
+    except ValueError as error:
+        raise ReshardError(str(error)) from None
+    if (frontier.index, frontier.count) != (shard, count):
+        raise ReshardError(
+            f"{where} holds the frontier of shard {frontier.index} of {frontier.count}, but is "
+            f"of shard {shard} of {count}; the file is damaged or of another pipeline."
+        )
+    return frontier
 
 
 def _without_shard_index(document: dict[str, Any], at: int, name: str) -> list[Any] | None:
@@ -336,34 +318,26 @@ def _without_shard_index(document: dict[str, Any], at: int, name: str) -> list[A
     return [document["pipeline"].get("kind"), *stages]
 
 
-def _later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int | None]:
-    """Elements per position of the state, and the chunk size of the state (if chunked)."""
-    unit, chunk_size, streaming = 1, None, False
-    for number, item in enumerate(stages[shard_at + 1 :], start=shard_at + 1):
-        traits = _traits(item)
-        if traits.records_skips:
-            raise ReshardError(SKIPS_REFUSED)
-        if not traits.keeps_positions:
-            raise ReshardError(
-                f"stage {number} ({item['op']}) follows the shard stage and changes which "
-                "position of the shard an element is (or keeps state across elements), so "
-                "the global sequence cannot be re-cut; put it before .shard(...), or "
-                f"restore with the same process count. Stages allowed after shard: "
-                f"{_keeping_positions()}."
-            )
-        if traits.begins_stream:
-            streaming = True
-        elif traits.groups is not None and not streaming:
-            unit *= integer_parameter(item, number, traits.groups, 1, "state 0")
-        if traits.chunk is not None and item["params"].get(traits.chunk) is not None:
-            chunk_size = integer_parameter(item, number, traits.chunk, 1, "state 0")
-    return unit, chunk_size
-
-
-def _position(state: Any, chunk_size: int | None, pipeline: Mapping[str, Any], where: str) -> int:
-    leaf = _leaf(state)
+def _position(
+    state: Any,
+    chunk_size: int | None,
+    pipeline: Mapping[str, Any],
+    where: str,
+    frontier: Frontier | None = None,
+) -> int:
+    leaf = {k: v for k, v in _leaf(state).items() if k != FRONTIER}
     check_positions(leaf, where)  # Counters only: int() would hide "4", 4.5 or True.
-    drops = any(_traits(item).drops for item in pipeline["stages"])
+    drops = any(traits_of(item).drops for item in pipeline["stages"])
+    if frontier is not None and leaf.get("offset") and THROUGH not in leaf:  # Skips in a unit.
+        if drops:
+            raise ReshardError(
+                f"{where} is inside a unit of a filtered stream, where the offset counts kept "
+                "elements, not positions; save at a unit boundary."
+            )
+        leaf = {
+            "position": frontier.skip_kept(int(leaf["position"]), int(leaf["offset"])),
+            "offset": 0,
+        }
     for layout in _LAYOUTS:
         try:
             position = layout.read(leaf, chunk_size, drops)
@@ -393,15 +367,32 @@ def _document(
     document["process_index"], document["process_count"] = process_index, process_count
     if plan.shard_at is None:
         return document
+    if plan.levels is not None:
+        return _continued(document, plan, shard_index, shard_count)
     consumed = plan.local * plan.count
     if consumed % (shard_count * plan.unit):
         raise ReshardError(_indivisible(plan, consumed, shard_count, process_count))
     stage = document["pipeline"]["stages"][plan.shard_at]
-    index_name, count_name = _shard_params(stage)
+    index_name, count_name = shard_params(stage)
     stage["params"][index_name], stage["params"][count_name] = shard_index, shard_count
     document["fingerprint"] = fingerprint(document["pipeline"])
     position = consumed // shard_count // plan.unit
     document["state"] = _moved(document["state"], position, plan, shard_count)
+    return document
+
+
+def _continued(
+    document: dict[str, Any], plan: _Plan, shard_index: int, shard_count: int
+) -> dict[str, Any]:
+    """Shard `shard_index` of `shard_count`, from the watermark on, skipping the frontier."""
+    assert plan.shard_at is not None and plan.levels is not None
+    stage = document["pipeline"]["stages"][plan.shard_at]
+    index_name, count_name = shard_params(stage)
+    stage["params"][index_name], stage["params"][count_name] = shard_index, shard_count
+    document["fingerprint"] = fingerprint(document["pipeline"])
+    start = max(0, -(-(plan.watermark - shard_index) // shard_count))  # First global >= it.
+    frontier = Frontier(shard_index, shard_count, plan.levels).after(start) if plan.levels else None
+    document["state"] = _moved(document["state"], start, plan, shard_count, frontier)
     return document
 
 
@@ -427,15 +418,21 @@ def _who(shards: int, processes: int) -> str:
     return f"{shards} processes" if shards == processes else f"{shards} shards"
 
 
-def _moved(state: Any, position: int, plan: _Plan, new: int) -> Any:
+def _moved(
+    state: Any, position: int, plan: _Plan, new: int, frontier: Frontier | None = None
+) -> Any:
     inner = PARENT_STATES.inner(state)
     if inner is not None:
-        moved = _moved(dict(inner), position, plan, new)
+        moved = _moved(dict(inner), position, plan, new, frontier)
         try:
             return PARENT_STATES.rebuild(state, moved, (plan.count, new))
         except (TypeError, ValueError, OverflowError) as error:  # A counter of another type.
             raise damaged_state(state, error, f"state {plan.base['process_index']}") from error
     for layout in _LAYOUTS:
         if layout.read(state, plan.chunk_size, False) is not None:
-            return layout.write(position, plan.chunk_size)
+            written = layout.write(position, plan.chunk_size)
+            if frontier is None:
+                return written
+            written[FRONTIER] = frontier.to_json()
+            return written
     raise ReshardError(f"cannot find the stream position in the state {state!r:.200}.")

@@ -52,17 +52,25 @@ def _build_parser() -> argparse.ArgumentParser:
             "part way, resumes it, and checks that batches and losses match an uninterrupted "
             "run step for step. With --text: a language model's data instead (the standard "
             "library's docstrings, a BPE tokenizer trained on them, tokenization in 2 "
-            "worker processes, best-fit packing) for a tiny transformer."
+            "worker processes, best-fit packing) for a tiny transformer. With --elastic: "
+            "simulated hosts preempted at their own steps and resumed on other numbers of "
+            "hosts (4 -> 3 -> 6), counting per epoch the records seen, lost and repeated."
         ),
         epilog=(
             "examples:\n  chute demo --steps 300 --save-every 25 --dir /tmp/chute-demo\n"
-            "  chute demo --text"
+            "  chute demo --text\n  chute demo --elastic"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     demo.add_argument("--dir", default=None, help="working folder (a new temporary one)")
-    demo.add_argument(
+    kind = demo.add_mutually_exclusive_group()
+    kind.add_argument(
         "--text", action="store_true", help="the language-model demo (tokenize, pack)"
+    )
+    kind.add_argument(
+        "--elastic",
+        action="store_true",
+        help="hosts preempted unevenly, resumed on other host counts (4 -> 3 -> 6)",
     )
     demo.add_argument(
         "--steps", type=_positive, default=None, help="training steps (300; --text: 200)"
@@ -101,6 +109,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_command("inspect", run_inspect, args)
     if args.command == "bench":
         return run_command("bench", run_bench, args)
+    if args.elastic:
+        from ._demo_elastic import run_elastic_demo
+
+        return run_elastic_demo(folder=args.dir)
     if args.text:
         from ._demo_text import run_text_demo
 

@@ -1,5 +1,9 @@
 """The layout of the workers' state: `{"position": p, "offset": k}`.
 
+Inside a unit the state also says `through`, the base position after the last output
+handed out: all positions before it were consumed, none after, whatever a filter
+dropped. A resharded iterator adds the positions it skips (`frontier`).
+
 A stream cut into units of base positions (`MultiprocessPrefetchIter`) is at the
 `k`-th output from base position `p`; older versions wrote `{"chunk": c, "offset": k}`
 (grid chunk `c` of `chunk_size` positions), which is read too. `CHUNK_POSITIONS` tells
@@ -11,9 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["CHUNK_POSITIONS", "ChunkPositions"]
+__all__ = ["CHUNK_POSITIONS", "THROUGH", "ChunkPositions"]
 
 _CHUNK, _OFFSET, _POSITION = "chunk", "offset", "position"
+THROUGH = "through"
+"""Inside a unit: the base position after the last output's (what the offset consumed)."""
+_FRONTIER = "frontier"  # A resharded iterator's skipped positions (read by resharding).
 
 
 class ChunkPositions:
@@ -33,9 +40,12 @@ class ChunkPositions:
 
     def read(self, state: Mapping[str, Any], chunk_size: int | None, drops: bool) -> int | None:
         """The base position, or None if `state` is not of this layout."""
-        if set(state) == {_POSITION, _OFFSET}:
+        keys = set(state) - {_FRONTIER}
+        if keys == {_POSITION, _OFFSET, THROUGH}:
+            return int(state[THROUGH])
+        if keys == {_POSITION, _OFFSET}:
             start = int(state[_POSITION])
-        elif set(state) == {_CHUNK, _OFFSET} and isinstance(chunk_size, int):
+        elif keys == {_CHUNK, _OFFSET} and isinstance(chunk_size, int):
             start = int(state[_CHUNK]) * chunk_size
         else:
             return None

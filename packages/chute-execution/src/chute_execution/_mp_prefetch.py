@@ -27,10 +27,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from chute_core import ChuteError, InvalidStateError, IteratorState, StageTraits, declare_op
-from chute_core.internal import Key, active_ledger, state_dict, state_int
+from chute_core.internal import active_ledger, state_dict, state_int
 from chute_samplers import IterNode
+from chute_samplers.internal import Frontier
 
 from ._chunk_plan import ChunkPlan, ChunkResult, Skip, outputs_before
+from ._chunk_skips import ChunkSkips
 from ._consumer_trace import ConsumerTrace
 from ._leases import LeaseBook, default_budget
 from ._mp_options import WORKER_KNOBS, MultiprocessingOptions
@@ -39,13 +41,14 @@ from ._mp_resources import WorkerError, rebuild_failure
 from ._shipping import ship
 from ._spans import SpanSchedule
 from ._transport.codec import SlabMessage
+from ._unit_state import reading_through, split_extras, unit_state
 from ._worker import WorkerFailure
 from ._worker_pool import WorkerDiedError, WorkerPool, WorkerTimeoutError
 
 __all__ = ["MP_PREFETCH", "MultiprocessPrefetchIter", "WorkerError"]
 
 
-class MultiprocessPrefetchIter(IterNode[Any]):
+class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
     """Runs a `ChunkPlan` on worker processes and yields its outputs in order.
 
     Args:
@@ -68,7 +71,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         >>> plan = ChunkPlan(range(10), [(MapIter, (abs,), {})], chunk_size=4)
         >>> it = MultiprocessPrefetchIter(plan, MultiprocessingOptions(num_workers=0))
         >>> [next(it), next(it)], it.get_state()
-        ([0, 1], {'position': 0, 'offset': 2})
+        ([0, 1], {'position': 0, 'offset': 2, 'through': 2})
         >>> list(it)
         [2, 3, 4, 5, 6, 7, 8, 9]
     """
@@ -116,12 +119,29 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         self._trace = ConsumerTrace.active(self._plan)  # Built under `tracing`: recorded.
         if self._trace is not None:
             self._plan = self._trace.plan
+        self._frontier: Frontier | None = None  # Positions a resharded restore skips.
         self._shipped: tuple[bytes, bytes | None] | None = None
         if options.num_workers:
             init = None
             if worker_init_fn is not None:
                 init = ship(worker_init_fn, [("worker_init_fn", worker_init_fn)], caller)
             self._shipped = (ship(self._plan, self._plan.parts(), caller), init)
+
+    def _skip(self, frontier: Frontier | None) -> None:
+        """Reads the base through `frontier` from now on (the workers get the new plan)."""
+        if frontier == self._frontier:
+            return
+        self._frontier = frontier
+        self._plan = reading_through(self._plan, frontier)
+        if self._trace is not None:
+            self._trace.plan = reading_through(self._trace.plan, frontier)
+        if self._shipped is not None:
+            self._resources.release()  # The next chunk starts workers with the new plan.
+            self._shipped = (ship(self._plan, self._plan.parts(), self._caller), self._shipped[1])
+            self._reshipped()
+
+    def _reshipped(self) -> None:
+        """Called when the plan the workers run changed (`_shipped`); for subclasses."""
 
     # --- the stream -------------------------------------------------------------------
 
@@ -181,46 +201,6 @@ class MultiprocessPrefetchIter(IterNode[Any]):
     def origin(self) -> tuple[int, ...] | None:
         return self._last_origin
 
-    @property
-    def next_skip(self) -> int:
-        """The output of the current chunk before which the next skip is charged."""
-        return self._skip_at
-
-    def set_skips(self, skips: tuple[Skip, ...]) -> None:
-        """The skipped elements of the chunk just loaded, to charge as they are reached."""
-        self._skips = skips
-        self._skip_at = skips[0][0] if skips else sys.maxsize
-
-    def charge_skips(self, upto: int) -> None:
-        """Charges the current chunk's skips that came before output `upto` (or at it).
-
-        Raises `ErrorBudgetExceededError` if the budget runs out; the skips not yet
-        charged stay, so the same `next()` raises again.
-        """
-        if not self._skips:
-            return
-        ledger = self._ledger
-        assert ledger is not None
-        while self._skips and self._skips[0][0] <= upto:
-            _, element, seen = self._skips[0]
-            stage = element.stage + self._first_stage
-            ledger.add(dataclasses.replace(element, stage=stage), seen, element.error)
-            self.set_skips(self._skips[1:])
-
-    def replay_for(self, chunk: int) -> tuple[Key, ...]:
-        """The restored ledger's skipped elements in unit `chunk`, in the plan's stage numbers."""
-        ledger = self._ledger
-        span = self._spans.span(chunk)
-        if ledger is None or not ledger.replay or span is None:
-            return ()
-        first, stages = self._first_stage, self._stages
-        start, stop = span
-        return tuple(
-            (stage - first, origin)
-            for stage, origin in ledger.replay
-            if first <= stage < first + stages and start <= origin[0] < stop
-        )
-
     def get_state(self) -> IteratorState:
         chunk, offset = self._chunk, self._offset
         if (
@@ -230,7 +210,19 @@ class MultiprocessPrefetchIter(IterNode[Any]):
             and self._skip_at > self._offset
         ):
             chunk, offset = chunk + 1, 0
-        return {"position": self.unit_start(chunk), "offset": offset}
+        last = None
+        if offset and self._outputs is not None and offset <= len(self._origins):
+            last = self._origins[offset - 1]
+        return self.state_at(chunk, offset, last)
+
+    def state_at(
+        self, chunk: int, offset: int, last_origin: tuple[int, ...] | None = None
+    ) -> dict[str, Any]:
+        """The state at output `offset` of unit `chunk`, the output before it from `last_origin`.
+
+        With `through` and `frontier` where resharding needs them (see `_unit_state`).
+        """
+        return unit_state(self.unit_start(chunk), offset, last_origin, self._frontier)
 
     def unit_start(self, chunk: int) -> int:
         """The base position unit `chunk` starts at (the length, past the end)."""
@@ -251,6 +243,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
                 left; unbounded after a flat map without a declared fan-out, where an
                 offset past the stream's outputs is found when they run out).
         """
+        state, frontier = split_extras(state, type(self).__name__)
         keys = ("position", "offset") if isinstance(state, dict) and "position" in state else None
         checked = state_dict(self, state, keys or ("chunk", "offset"))
         length = len(self._plan.dataset)
@@ -264,6 +257,7 @@ class MultiprocessPrefetchIter(IterNode[Any]):
         fan_out = self._plan.max_fan_out
         most = sys.maxsize if fan_out is None else min(sys.maxsize, left * fan_out)
         offset = state_int(self, checked, "offset", maximum=most)
+        self._skip(None if frontier is None else frontier.after(position))
         self._chunk = self._first_unit = self._spans.restart(position)
         self._offset, self._outputs = offset, None
         # A state saved in a unit of another cut may count outputs past this first unit.

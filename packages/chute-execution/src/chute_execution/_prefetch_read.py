@@ -9,9 +9,17 @@ import weakref
 from typing import Any, TypeVar
 
 from chute_core import DROPPED, IteratorState, RandomAccessDataSource
-from chute_core.internal import active_ledger, check_count, check_dataset, state_position
+from chute_core.internal import active_ledger, check_count, check_dataset
 from chute_samplers import IterNode
-from chute_samplers.internal import Span, read_span, reader_name
+from chute_samplers.internal import (
+    Frontier,
+    SkipConsumed,
+    Span,
+    read_reader_state,
+    read_span,
+    reader_name,
+    reader_state,
+)
 
 from ._read_options import ReadAheadWarning, ReadOptions, element_nbytes
 from ._thread_pool import ReadPool, Slot
@@ -125,6 +133,8 @@ class PrefetchReadIter(IterNode[T]):
                 f"{type(read_options).__name__} {read_options!r}."
             )
         self._dataset = dataset
+        self._reading: RandomAccessDataSource[T] = dataset  # Skips a frontier's positions.
+        self._frontier: Frontier | None = None
         self._length = len(dataset)
         self._options = read_options
         self._auto_chunk = chunk_size is None
@@ -215,7 +225,7 @@ class PrefetchReadIter(IterNode[T]):
             self._fill(position)
         else:
             stop = min(position + self._chunk_size, self._length)
-            chunk = read_span(self._dataset, position, stop, self._ledger, self._stage)
+            chunk = read_span(self._reading, position, stop, self._ledger, self._stage)
         self._chunk, self._offset = chunk, 0
 
     def _fill(self, position: int) -> None:
@@ -239,7 +249,7 @@ class PrefetchReadIter(IterNode[T]):
             self._next_read = min(start + size, self._length)
             self._pending.append(
                 pool.submit(
-                    _timed_read, self._dataset, start, self._next_read, self._ledger, self._stage
+                    _timed_read, self._reading, start, self._next_read, self._ledger, self._stage
                 )
             )
 
@@ -309,10 +319,16 @@ class PrefetchReadIter(IterNode[T]):
             pool.shutdown(timeout)
 
     def get_state(self) -> IteratorState:
-        return {"position": self._chunk.start + self._offset}
+        return reader_state(self._chunk.start + self._offset, self._frontier)
 
     def set_state(self, state: IteratorState, /) -> None:
-        self._restart(state_position(state, "PrefetchReadIter", self._length))
+        """Restores a state of `get_state`, or one `reshard` wrote (with a frontier)."""
+        position, frontier = read_reader_state(state, "PrefetchReadIter", self._length)
+        self._frontier = None if frontier is None else frontier.after(position)
+        self._reading = (
+            self._dataset if self._frontier is None else SkipConsumed(self._dataset, self._frontier)
+        )
+        self._restart(position)
 
     def close(self) -> None:
         """Stops the threads, dropping what was read ahead; the position is kept.

@@ -231,14 +231,21 @@ class RayPrefetchIter(MultiprocessPrefetchIter):
     def _connect(self) -> _Tasks:
         tasks = self._tasks
         if not tasks.connected:
-            import ray
-
             tasks.remote, tasks.board = CLUSTER.connect(self._ray_options)
             tasks.connected = True
-            assert self._shipped is not None
-            key = hashlib.blake2b(self._shipped[0], digest_size=16).hexdigest()
-            tasks.plan = (key, [ray.put(self._shipped)])
+            self._put_plan()
         return tasks
+
+    def _put_plan(self) -> None:
+        import ray
+
+        assert self._shipped is not None
+        key = hashlib.blake2b(self._shipped[0], digest_size=16).hexdigest()
+        self._tasks.plan = (key, [ray.put(self._shipped)])
+
+    def _reshipped(self) -> None:
+        if self._tasks.connected:  # Tasks from now on run the new plan.
+            self._put_plan()
 
     def _submit(self, chunk: int) -> None:
         tasks, options = self._tasks, self._ray_options

@@ -23,7 +23,7 @@ Example:
     {'position': 70, 'offset': 0}
 """
 
-from ._chunk_positions import CHUNK_POSITIONS
+from ._chunk_positions import CHUNK_POSITIONS, THROUGH
 from ._fork_start import thread_count
 from ._leases import LEASE_MIN_BYTES
 from ._trace import STAGES_TID_OFFSET, complete_event, lay_out
@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_SLAB_SIZE",
     "LEASE_MIN_BYTES",
     "STAGES_TID_OFFSET",
+    "THROUGH",
     "Slab",
     "SlabReader",
     "SlabWriter",

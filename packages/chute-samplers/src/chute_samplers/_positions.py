@@ -1,5 +1,8 @@
 """The layout of a reader's state: `{"position": p}`, the next position it reads.
 
+A reader that continues other processes' positions after a reshard also holds the
+positions it skips, under `"frontier"` (see `Frontier`).
+
 `SequentialIter` (and every reader that walks positions in order) keeps this state;
 `READER_POSITIONS` tells resharding how to read and write it.
 """
@@ -8,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from ._frontier import FRONTIER
 
 __all__ = ["READER_POSITIONS", "ReaderPositions"]
 
@@ -24,7 +29,8 @@ class ReaderPositions:
 
     def read(self, state: Mapping[str, Any], chunk_size: int | None, drops: bool) -> int | None:
         """The position, or None if `state` is not a reader's."""
-        return int(state[_POSITION]) if set(state) == {_POSITION} else None
+        keys = set(state)
+        return int(state[_POSITION]) if keys in ({_POSITION}, {_POSITION, FRONTIER}) else None
 
     def write(self, position: int, chunk_size: int | None) -> dict[str, Any]:
         """The reader's state at `position`."""

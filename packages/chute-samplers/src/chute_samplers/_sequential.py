@@ -11,8 +11,9 @@ from typing import TypeVar
 import numpy as np
 
 from chute_core import DROPPED, IteratorState, RandomAccessDataSource, StageTraits, declare_op
-from chute_core.internal import active_ledger, check_dataset, check_int, state_position
+from chute_core.internal import active_ledger, check_dataset, check_int
 
+from ._frontier import Frontier, SkipConsumed, read_reader_state, reader_state
 from ._iter_base import IterNode
 from ._span import Span, read_span, reader_name
 
@@ -97,6 +98,8 @@ class SequentialIter(IterNode[T]):
     def __init__(self, dataset: RandomAccessDataSource[T], chunk_size: int | None = None) -> None:
         check_dataset(dataset, "SequentialIter", "dataset")
         self._dataset = dataset
+        self._reading: RandomAccessDataSource[T] = dataset  # Skips a frontier's positions.
+        self._frontier: Frontier | None = None
         self._chunk_size = (
             None
             if chunk_size is None
@@ -188,7 +191,7 @@ class SequentialIter(IterNode[T]):
         if self._position >= stop:
             raise StopIteration
         started = time.perf_counter()
-        self._span = read_span(self._dataset, self._position, stop, self._ledger, self._stage)
+        self._span = read_span(self._reading, self._position, stop, self._ledger, self._stage)
         self._offset = 0
         self._adapt(time.perf_counter() - started)
 
@@ -206,10 +209,15 @@ class SequentialIter(IterNode[T]):
         self._read = min(self._read, limit)  # Elements that grew large: back within it.
 
     def get_state(self) -> IteratorState:
-        return {"position": self._position}
+        return reader_state(self._position, self._frontier)
 
     def set_state(self, state: IteratorState, /) -> None:
-        self._position = state_position(state, "SequentialIter", len(self._dataset))
+        """Restores a state of `get_state`, or one `reshard` wrote (with a frontier)."""
+        self._position, frontier = read_reader_state(state, "SequentialIter", len(self._dataset))
+        self._frontier = None if frontier is None else frontier.after(self._position)
+        self._reading = (
+            self._dataset if self._frontier is None else SkipConsumed(self._dataset, self._frontier)
+        )
         self._span, self._offset, self._last = Span(self._position, []), 0, -1
 
     def __repr__(self) -> str:

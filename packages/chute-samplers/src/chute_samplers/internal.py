@@ -6,6 +6,9 @@ import-linter contract forbids `chute_samplers._x` from outside).
 
 - `Span`, `read_span`, `reader_name`: reading a run of positions of a random-access
   dataset at once (what a chunk of work reads), with failures kept per position.
+- `Frontier`, `SkipConsumed`, `read_reader_state`, `reader_state` (and `FRONTIER`,
+  `level_of`, `watermark`, `is_watermark`): the positions a resharded reader skips
+  because other processes consumed them before the reshard.
 - `consecutive`: whether an array of positions is one run `p, p + 1, ...`.
 - `origin_key`: the key a record's own random generator derives from its origin.
 - `RNG_OP`: the salt of the per-record generator `record_rng` gives a random map.
@@ -16,6 +19,16 @@ Example:
     [2, 3, 4]
 """
 
+from ._frontier import (
+    FRONTIER,
+    Frontier,
+    SkipConsumed,
+    is_watermark,
+    level_of,
+    read_reader_state,
+    reader_state,
+    watermark,
+)
 from ._hashing import origin_key
 from ._index_sampler import RNG_OP
 from ._node import consecutive
@@ -23,11 +36,19 @@ from ._positions import READER_POSITIONS
 from ._span import Span, read_span, reader_name
 
 __all__ = [
+    "FRONTIER",
     "READER_POSITIONS",
     "RNG_OP",
+    "Frontier",
+    "SkipConsumed",
     "Span",
     "consecutive",
+    "is_watermark",
+    "level_of",
     "origin_key",
+    "read_reader_state",
     "read_span",
     "reader_name",
+    "reader_state",
+    "watermark",
 ]

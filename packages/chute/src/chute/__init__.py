@@ -74,6 +74,7 @@ from chute_transforms import batch_elements as batch_elements
 
 from . import checkpoint as checkpoint
 from . import experimental as experimental
+from . import testing as testing
 from ._data_loader import DataLoader as DataLoader
 from ._element_spec import ShapeDtypeStruct as ShapeDtypeStruct
 from ._iter_dataset import IterDataset as IterDataset
@@ -214,5 +215,6 @@ __all__ = [
     "free_idle_slabs",
     "pick_performance_config",
     "stop_idle_workers",
+    "testing",
     "write_array_record",
 ]

@@ -24,6 +24,7 @@ from chute_checkpoint import CheckpointFormatError as CheckpointFormatError
 from chute_checkpoint import CheckpointNotFoundError as CheckpointNotFoundError
 from chute_checkpoint import PipelineMismatchError as PipelineMismatchError
 from chute_checkpoint import ReshardError as ReshardError
+from chute_checkpoint import check_reshardable as check_reshardable
 from chute_checkpoint import reshard as reshard
 from chute_checkpoint import reshard_directory as reshard_directory
 from chute_checkpoint import reshard_for as reshard_for
@@ -49,6 +50,7 @@ __all__ = [
     "CheckpointSave",
     "PipelineMismatchError",
     "ReshardError",
+    "check_reshardable",
     "reshard",
     "reshard_directory",
     "reshard_for",

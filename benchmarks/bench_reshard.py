@@ -1,0 +1,126 @@
+"""asv benchmarks of resuming on another number of processes, from uneven stop points.
+
+`ResumeAnywhere`: 4 processes of the image pipeline, sharded by stride, stop after 1, 4,
+2 and 3 batches (as preempted hosts do) and continue on 3. A restored process skips
+what the others consumed (its frontier) instead of re-reading it; its first batch
+should cost no more than 3 ms over a fresh first batch, as a same-count restore does
+(`track_resharded_restore_minus_fresh_ms`). `StateSize`: the bytes of the largest state
+after ten reshards of a 10^9-record pipeline whose processes never stop together.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from typing import Any
+
+import chute
+import chute_checkpoint
+from chute_sources import ArrayRecordSource
+
+from .bench_execution_workers import IMAGES, image_of, normalise, write_images
+
+STOPS = (1, 4, 2, 3)  # Batches of 32 each of the 4 processes took before the stop.
+
+
+def sharded_images(paths: list[str], index: int, count: int, workers: int) -> Any:
+    """The image pipeline, sharded after the shuffle, in batches of 32."""
+    ds = chute.MapDataset.source(ArrayRecordSource(paths)).shuffle(seed=0).shard(index, count)
+    it = ds.to_iter_dataset().map(image_of).map(normalise)
+    if workers:
+        it = it.mp_prefetch(chute.MultiprocessingOptions(num_workers=workers))
+    return it.batch(32)
+
+
+class ResumeAnywhere:
+    """Image pipeline, 4 processes stopped unevenly -> 3: restore + first batch, reshard."""
+
+    params = (0, 2)
+    param_names = ("workers",)
+    timeout = 300
+
+    def setup(self, workers: int) -> None:
+        self.folder = tempfile.mkdtemp(prefix="chute-bench-reshard-")
+        self.paths = write_images(self.folder, IMAGES)
+        self.workers = workers
+        documents = []
+        for index, stop in enumerate(STOPS):
+            it = iter(sharded_images(self.paths, index, len(STOPS), workers))
+            for _ in range(stop):
+                next(it)
+            documents.append(json.loads(json.dumps(chute_checkpoint.make_document(it, index, 4))))
+            it.close()
+        self.documents = documents
+        self.document = chute_checkpoint.reshard(documents, 3)[0]
+        assert "frontier" in json.dumps(self.document["state"])  # It does skip.
+
+    def teardown(self, workers: int) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _first_batch(self, restored: bool) -> float:
+        start = time.perf_counter()
+        it = iter(sharded_images(self.paths, 0, 3, self.workers))
+        if restored:
+            chute_checkpoint.apply_document(it, self.document)
+        next(it)
+        elapsed = time.perf_counter() - start
+        it.close()
+        return elapsed
+
+    def track_resharded_restore_minus_fresh_ms(self, workers: int) -> float:
+        """A resharded state applied, then `next(it)`, minus a fresh first batch (median of 5)."""
+        self._first_batch(False)
+        self._first_batch(True)
+        differences = []
+        for repeat in range(5):
+            order = (False, True) if repeat % 2 == 0 else (True, False)
+            times = {restored: self._first_batch(restored) for restored in order}
+            differences.append(times[True] - times[False])
+        return statistics.median(differences) * 1e3
+
+    track_resharded_restore_minus_fresh_ms.unit = "ms"  # type: ignore[attr-defined]
+
+    def time_reshard_four_to_three(self, workers: int) -> None:
+        chute_checkpoint.reshard(self.documents, 3)
+
+
+def _billion(index: int, count: int) -> Any:
+    return chute.MapDataset.range(10**9).shard(index, count).to_iter_dataset()
+
+
+def largest_state_after_ten_reshards(seed: int = 7) -> int:
+    """Bytes of the largest state of 10 reshards of 10^9 records, processes never together.
+
+    Each process starts near record 10^8, spread over 5,000 positions; after each
+    reshard, each new process reads up to 3,000 records of its own before the next.
+    """
+    rng = random.Random(seed)
+    count = 4
+    iterators = [iter(_billion(index, count)) for index in range(count)]
+    for it in iterators:
+        it.set_state({"position": 10**8 // count + rng.randrange(5000)})
+    largest = 0
+    for new in (4, 7, 2, 8, 5, 1, 3, 6, 8, 3):
+        documents = [chute_checkpoint.make_document(it, i, count) for i, it in enumerate(iterators)]
+        largest = max(largest, *(len(json.dumps(d["state"])) for d in documents))
+        count, iterators = new, [iter(_billion(k, new)) for k in range(new)]
+        for k, document in enumerate(chute_checkpoint.reshard(documents, new)):
+            chute_checkpoint.apply_document(iterators[k], document)
+            for _ in range(rng.randrange(3000)):
+                next(iterators[k])
+    return max(largest, *(len(json.dumps(it.get_state())) for it in iterators))
+
+
+class StateSize:
+    """The largest state after ten reshards of 10^9 records (bytes of its JSON)."""
+
+    timeout = 120
+
+    def track_largest_state_bytes_after_ten_reshards(self) -> float:
+        return float(largest_state_after_ten_reshards())
+
+    track_largest_state_bytes_after_ten_reshards.unit = "bytes"  # type: ignore[attr-defined]

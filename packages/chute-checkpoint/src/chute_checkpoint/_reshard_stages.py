@@ -1,0 +1,179 @@
+"""What the stages of a pipeline tell resharding: their traits, the shard, what follows it.
+
+The traits of an op come from the documents being resharded when they carry them (see
+`_stage_traits`), else from the declarations of the packages imported here; documents
+are read inside `reading_traits()`, which holds what they carry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from chute_core import StageTraits, declared_stages, is_declared, stage_traits
+from chute_transforms.internal import SKIPS_REFUSED
+
+from ._describe import describe_pipeline
+from ._document_shape import integer_parameter
+from ._errors import ReshardError
+from ._stage_traits import saved_traits
+
+__all__ = [
+    "check_declared",
+    "check_reshardable",
+    "later_stages",
+    "reading_traits",
+    "remember_traits",
+    "shard_params",
+    "shard_stage",
+    "traits_of",
+]
+
+_SAVED: contextvars.ContextVar[dict[str, StageTraits] | None] = contextvars.ContextVar(
+    "chute_checkpoint_saved_traits", default=None
+)
+"""The traits the documents being resharded carry, by op (see `_stage_traits`)."""
+
+
+def traits_of(stage: Mapping[str, Any]) -> StageTraits:
+    """What the documents say the stage's op does; else what this process declares."""
+    op = str(stage["op"])
+    saved = _SAVED.get()
+    if saved is not None and op in saved:
+        return saved[op]
+    return stage_traits(op)
+
+
+def _known(op: str) -> bool:
+    saved = _SAVED.get()
+    return (saved is not None and op in saved) or is_declared(op)
+
+
+@contextlib.contextmanager
+def reading_traits() -> Iterator[dict[str, StageTraits]]:
+    """Holds the traits of the documents read during the block (see `remember_traits`)."""
+    token = _SAVED.set({})
+    try:
+        yield _SAVED.get() or {}
+    finally:
+        _SAVED.reset(token)
+
+
+def remember_traits(documents: list[dict[str, Any]]) -> None:
+    """Keeps the traits `documents` carry, for `traits_of` inside `reading_traits()`."""
+    saved = _SAVED.get()
+    if saved is not None:
+        for document in documents:
+            saved.update(saved_traits(document))
+
+
+def shard_params(stage: Mapping[str, Any]) -> tuple[str, str]:
+    """The names of a shard stage's (index, count) parameters."""
+    names = traits_of(stage).shard
+    assert names is not None
+    return names
+
+
+def check_declared(stages: list[dict[str, Any]]) -> None:
+    """Raises unless the traits of every stage's op are known."""
+    for number, item in enumerate(stages):
+        if not _known(str(item["op"])):
+            raise ReshardError(
+                f"stage {number} ({item['op']}) is of an op whose traits neither the "
+                "checkpoint carries nor any imported package declares, so what it does to "
+                "positions is unknown; import the package that declares the op before "
+                "resharding its states."
+            )
+
+
+def _keeping_positions() -> list[str]:
+    known = {**declared_stages(), **(_SAVED.get() or {})}
+    return sorted(op for op, traits in known.items() if traits.keeps_positions)
+
+
+def _count_shards(branches: list[list[dict[str, Any]]]) -> int:
+    return sum(
+        bool(traits_of(item).shard) + _count_shards(item.get("inputs", []))
+        for branch in branches
+        for item in branch
+    )
+
+
+def shard_stage(stages: list[dict[str, Any]], kind: str | None) -> int | None:
+    """The number of the one shard stage of a stream; None: no shard (a global pipeline).
+
+    Raises:
+        ReshardError: several shard stages, a nested one, or a shard in no stream.
+    """
+    found = [number for number, item in enumerate(stages) if traits_of(item).shard]
+    nested = sum(_count_shards(item.get("inputs", [])) for item in stages)
+    if not found and not nested:
+        return None
+    streams = any(traits_of(item).begins_stream for item in stages)
+    if not streams or len(found) != 1 or nested:
+        raise ReshardError(
+            "reshard needs a chute.IterDataset pipeline with no shard stage or exactly one "
+            f"(MapDataset...shard(i, n)...to_iter_dataset()); found {len(found) + nested} shard "
+            f"stages in a {kind} pipeline."
+        )
+    return found[0]
+
+
+def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int | None]:
+    """Elements per position of the state, and the chunk size of the state (if chunked).
+
+    Raises:
+        ReshardError: a stage after the shard that resharding cannot continue.
+    """
+    unit, chunk_size, streaming = 1, None, False
+    for number, item in enumerate(stages[shard_at + 1 :], start=shard_at + 1):
+        traits = traits_of(item)
+        if traits.records_skips:
+            raise ReshardError(SKIPS_REFUSED)
+        if not traits.keeps_positions:
+            raise ReshardError(
+                f"stage {number} ({item['op']}) follows the shard stage and changes which "
+                "position of the shard an element is (or keeps state across elements), so "
+                "the global sequence cannot be re-cut; put it before .shard(...), or "
+                f"restore with the same process count. Stages allowed after shard: "
+                f"{_keeping_positions()}."
+            )
+        if traits.begins_stream:
+            streaming = True
+        elif traits.groups is not None and not streaming:
+            unit *= integer_parameter(item, number, traits.groups, 1, "state 0")
+        if traits.chunk is not None and item["params"].get(traits.chunk) is not None:
+            chunk_size = integer_parameter(item, number, traits.chunk, 1, "state 0")
+    return unit, chunk_size
+
+
+def check_reshardable(iterator: object) -> None:
+    """Raises `ReshardError` now if `iterator`'s states could not continue on another count.
+
+    Call it where the pipeline is built (or before the first save) to learn of a stage
+    that resharding refuses at startup, not after a preemption. A pipeline that passes
+    continues on any process count from states saved at any positions, except after a
+    `MapDataset.batch` that follows the shard, which needs the processes in lockstep
+    (the error at restore says so).
+
+    Raises:
+        ReshardError: the reason, as a restore on another count would give it.
+
+    Example:
+        >>> import chute
+        >>> ds = chute.MapDataset.range(8).shard(0, 2).to_iter_dataset()
+        >>> check_reshardable(iter(ds.filter(bool).batch(2)))
+        >>> try:
+        ...     check_reshardable(iter(ds.window_shuffle(4, seed=0)))
+        ... except ReshardError as error:
+        ...     print(str(error)[:60])
+        stage 3 (window_shuffle) follows the shard stage and changes
+    """
+    stages = describe_pipeline(iterator)["stages"]
+    with reading_traits():
+        check_declared(stages)
+        at = shard_stage(stages, "IterDataset")
+        if at is not None:  # Else a global pipeline: every process has the same state.
+            later_stages(stages, at)

@@ -1,0 +1,305 @@
+"""`Frontier`: which positions of a resharded shard were already consumed elsewhere.
+
+When `n` processes stop at different local positions and `m` processes continue, what
+is left of the epoch is no stride of the data: shard `k` of `n` had read the global
+positions `k, k + n, ..., k + n * (j_k - 1)` and stops at its own `j_k`. A global
+position `g` is still to be read exactly when `g >= k + n * j_k` for `k = g % n`: a
+**level** of `n` thresholds, one per residue. Process `k'` of `m` then reads the
+positions `k' + m * j` of its own shard in order, skipping those some level says were
+consumed, and the remainder of every later reshard adds one level.
+
+A level stays only while one of its thresholds lies ahead of the positions the new
+processes start from (the smallest threshold of the newest level, below which every
+position was consumed), and a reader forgets a level once its own next position passes
+the level's largest threshold. So a state holds a few integers per process of the
+reshards whose stop points still overlap, never a number that grows with the data.
+
+Example:
+    >>> f = Frontier(0, 1, ((2, (6, 3)),))  # 2 shards had stopped at global 6 and 3.
+    >>> [g for g in range(10) if f.keeps(g)]
+    [3, 5, 6, 7, 8, 9]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from chute_core import DROPPED, InvalidStateError, RandomAccessDataSource
+from chute_core.internal import state_position
+
+from ._node import EpochArray, MapNode, PositionArray, fetch
+
+__all__ = [
+    "FRONTIER",
+    "MAX_LEVEL_COUNT",
+    "MAX_PROCESSES_PER_LEVEL",
+    "Frontier",
+    "SkipConsumed",
+    "is_watermark",
+    "level_of",
+    "read_reader_state",
+    "reader_state",
+    "watermark",
+]
+
+T = TypeVar("T")
+
+FRONTIER = "frontier"
+"""The key of a reader's state that holds its `Frontier` as JSON, when it has one."""
+
+MAX_LEVEL_COUNT = 1024
+"""The most levels a frontier read from a state may hold (a bound on untrusted input)."""
+
+MAX_PROCESSES_PER_LEVEL = 1_000_000
+"""The most thresholds one level may hold (as many as processes, bounded like them)."""
+
+Level = tuple[int, tuple[int, ...]]
+"""`(n, thresholds)`: global `g` is still to be read when `g >= thresholds[g % n]`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Frontier:
+    """The consumed positions a reader skips: its shard and the levels of earlier stops.
+
+    Position `j` of the reader is global position `index + count * j` (its shard's),
+    and is read only if every level keeps it (see the module docs).
+
+    Args:
+        index: the reader's shard index.
+        count: the reader's shard count.
+        levels: `(n, thresholds)` pairs, oldest first, each with `n` thresholds.
+
+    Example:
+        >>> f = Frontier(1, 2, ((3, (9, 4, 5)),))
+        >>> f.kept(np.arange(6)).tolist()  # Global 1, 3, 5, 7, 9, 11.
+        [False, False, True, True, True, True]
+        >>> f.after(2) is None  # Global 5 and on: past every threshold but 9.
+        False
+        >>> f.after(4) is None
+        True
+    """
+
+    index: int
+    count: int
+    levels: tuple[Level, ...]
+
+    def global_position(self, position: int) -> int:
+        """The global position of the reader's `position`."""
+        return self.index + self.count * position
+
+    def keeps(self, global_position: int) -> bool:
+        """Whether `global_position` is still to be read."""
+        return all(global_position >= t[global_position % n] for n, t in self.levels)
+
+    def kept(self, positions: PositionArray) -> np.ndarray:
+        """A boolean mask: which of the reader's `positions` are still to be read."""
+        g = self.index + self.count * np.asarray(positions, dtype=np.int64)
+        mask = np.ones(g.shape, dtype=bool)
+        for n, thresholds in self.levels:
+            mask &= g >= np.asarray(thresholds, dtype=np.int64)[g % n]
+        return mask
+
+    def skip_kept(self, position: int, count: int) -> int:
+        """The position just after the first `count` kept positions from `position` on.
+
+        Example:
+            >>> Frontier(0, 1, ((2, (4, 1)),)).skip_kept(0, 2)  # Kept: 1, 3, 4, ...
+            4
+        """
+        block = max(1024, 2 * count)
+        while count:
+            positions = np.arange(position, position + block, dtype=np.int64)
+            kept = np.flatnonzero(self.kept(positions))
+            if len(kept) >= count:
+                return int(positions[kept[count - 1]]) + 1
+            count -= len(kept)
+            position += block
+        return position
+
+    def after(self, position: int) -> Frontier | None:
+        """The frontier a reader at `position` still needs: levels ahead of it (None: none)."""
+        g = self.global_position(position)
+        levels = tuple(level for level in self.levels if max(level[1]) > g)
+        if not levels:
+            return None
+        return self if levels == self.levels else Frontier(self.index, self.count, levels)
+
+    def to_json(self) -> dict[str, Any]:
+        """The frontier as JSON, as a state holds it."""
+        return {
+            "shard": [self.index, self.count],
+            "levels": [[n, list(thresholds)] for n, thresholds in self.levels],
+        }
+
+    @classmethod
+    def from_json(cls, value: object, owner: str) -> Frontier:
+        """Reads what `to_json` wrote, or raises `InvalidStateError` naming what is wrong.
+
+        Example:
+            >>> Frontier.from_json({"shard": [0, 2], "levels": [[1, [4]]]}, "reader")
+            Frontier(index=0, count=2, levels=((1, (4,)),))
+            >>> try:
+            ...     Frontier.from_json({"shard": [0, 2], "levels": [[2, [4]]]}, "reader")
+            ... except InvalidStateError as error:
+            ...     print(error)
+            reader: the frontier's level 0 has 1 thresholds, not the 2 it names.
+        """
+        if not isinstance(value, Mapping) or set(value) != {"shard", "levels"}:
+            raise InvalidStateError(
+                f"{owner}: a frontier is a dict with the keys 'shard' and 'levels', got "
+                f"{value!r:.200}."
+            )
+        shard, levels = value["shard"], value["levels"]
+        if not _ints(shard, 2) or not 0 <= shard[0] < shard[1]:
+            raise InvalidStateError(
+                f"{owner}: the frontier's shard is [index, count] with 0 <= index < count, got "
+                f"{shard!r:.200}."
+            )
+        if not isinstance(levels, list) or not 1 <= len(levels) <= MAX_LEVEL_COUNT:
+            raise InvalidStateError(
+                f"{owner}: the frontier's levels are a list of 1 to {MAX_LEVEL_COUNT}, got "
+                f"{levels!r:.200}."
+            )
+        read: list[Level] = []
+        for number, level in enumerate(levels):
+            read.append(_level(level, number, owner))
+        return cls(int(shard[0]), int(shard[1]), tuple(read))
+
+
+def _ints(value: object, length: int | None = None) -> bool:
+    return (
+        isinstance(value, list)
+        and (length is None or len(value) == length)
+        and all(type(item) is int and item >= 0 for item in value)
+    )
+
+
+def _level(level: object, number: int, owner: str) -> Level:
+    if not (isinstance(level, list) and len(level) == 2 and type(level[0]) is int):
+        raise InvalidStateError(
+            f"{owner}: the frontier's level {number} is [n, thresholds], got {level!r:.200}."
+        )
+    n, thresholds = level
+    if not 1 <= n <= MAX_PROCESSES_PER_LEVEL:
+        raise InvalidStateError(
+            f"{owner}: the frontier's level {number} names {n} processes; a level has 1 to "
+            f"{MAX_PROCESSES_PER_LEVEL:,}."
+        )
+    if not isinstance(thresholds, list) or len(thresholds) != n:
+        shown = len(thresholds) if isinstance(thresholds, list) else repr(thresholds)[:80]
+        raise InvalidStateError(
+            f"{owner}: the frontier's level {number} has {shown} thresholds, not the {n} it names."
+        )
+    if not _ints(thresholds):
+        raise InvalidStateError(
+            f"{owner}: the frontier's level {number} holds a threshold that is no non-negative "
+            f"int: {thresholds!r:.200}."
+        )
+    return n, tuple(thresholds)
+
+
+def level_of(positions: Sequence[int]) -> Level:
+    """The level of shards `0..n-1` stopped at local `positions`: thresholds `k + n * j_k`.
+
+    Example:
+        >>> level_of([3, 2])
+        (2, (6, 5))
+    """
+    n = len(positions)
+    return n, tuple(k + n * int(j) for k, j in enumerate(positions))
+
+
+def watermark(level: Level) -> int:
+    """The smallest threshold: every global position below it was consumed."""
+    return min(level[1])
+
+
+def is_watermark(level: Level) -> bool:
+    """Whether the level keeps exactly the positions from its smallest threshold on.
+
+    Example:
+        >>> is_watermark((2, (6, 7))), is_watermark((2, (6, 5))), is_watermark((2, (8, 5)))
+        (True, True, False)
+    """
+    n, thresholds = level
+    low = min(thresholds)
+    return all(t == low + (r - low) % n for r, t in enumerate(thresholds))
+
+
+class SkipConsumed(MapNode[T]):
+    """`dataset` with the positions a frontier says were consumed read as `DROPPED`.
+
+    Readers skip `DROPPED`, so a reader over this node reads only what is left; the
+    consumed positions are never read from `dataset`.
+
+    Example:
+        >>> node = SkipConsumed(range(6), Frontier(0, 1, ((2, (4, 1)),)))
+        >>> list(node)
+        [1, 3, 4, 5]
+    """
+
+    def __init__(self, dataset: RandomAccessDataSource[T], frontier: Frontier) -> None:
+        self._dataset = dataset
+        self._frontier = frontier
+
+    @property
+    def dataset(self) -> RandomAccessDataSource[T]:
+        """The dataset read."""
+        return self._dataset
+
+    def __len__(self) -> int:
+        return len(self._dataset)
+
+    def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T]:
+        mask = self._frontier.kept(positions)
+        if mask.all():
+            return fetch(self._dataset, positions, epochs)
+        out: list[Any] = [DROPPED] * len(positions)
+        where = np.flatnonzero(mask)
+        if len(where):
+            for at, element in zip(
+                where.tolist(), fetch(self._dataset, positions[where], epochs[where]), strict=True
+            ):
+                out[at] = element
+        return out
+
+    def __repr__(self) -> str:
+        return repr(self._dataset)
+
+
+def read_reader_state(state: object, owner: str, maximum: int) -> tuple[int, Frontier | None]:
+    """A reader's `{"position": p}` state, with its frontier when it has one.
+
+    Raises:
+        InvalidStateError: the state is no reader's (the message names `owner`).
+
+    Example:
+        >>> read_reader_state({"position": 3}, "reader", 10)
+        (3, None)
+    """
+    if isinstance(state, dict) and FRONTIER in state:
+        position = state_position({"position": state.get("position")}, owner, maximum)
+        unknown = sorted(str(key) for key in state if key not in ("position", FRONTIER))
+        if unknown:
+            raise InvalidStateError(
+                f"{owner}: a state has the keys ['position', 'frontier']; unknown {unknown}."
+            )
+        return position, Frontier.from_json(state[FRONTIER], owner)
+    return state_position(state, owner, maximum), None  # type: ignore[arg-type]
+
+
+def reader_state(position: int, frontier: Frontier | None) -> dict[str, Any]:
+    """The state of a reader at `position`, with what of `frontier` it still needs.
+
+    Example:
+        >>> reader_state(4, Frontier(0, 1, ((1, (3,)),)))
+        {'position': 4}
+    """
+    left = None if frontier is None else frontier.after(position)
+    if left is None:
+        return {"position": position}
+    return {"position": position, FRONTIER: left.to_json()}
