@@ -5,6 +5,7 @@ multi-process run is in `test_multihost_elastic.py`); `chute.testing.assert_resh
 stops them at random uneven points and checks that every record comes exactly once.
 """
 
+import itertools
 import json
 import operator
 import random
@@ -178,6 +179,31 @@ def test_a_map_batch_after_the_shard_at_uneven_positions_is_refused_with_the_rea
     )
 
 
+@pytest.mark.parametrize("workers", [None, 0])
+def test_shards_that_drop_a_remainder_continue_on_a_count_that_drops_another(workers):
+    """23 records: 3 shards cover 21 of them, 2 shards 22, 4 shards 20."""
+
+    def make(index, count):
+        ds = chute.MapDataset.range(23).seed(4).shuffle().shard(index, count, drop_remainder=True)
+        it = ds.to_iter_dataset()
+        if workers is None:
+            return it
+        return it.mp_prefetch(chute.MultiprocessingOptions(num_workers=workers), chunk_size=3)
+
+    order = list(chute.MapDataset.range(23).seed(4).shuffle())
+    for stops, new, covered in [([2, 7, 5], 2, 22), ([7, 7, 7], 4, 20), ([7, 7, 7], 2, 22)]:
+        olds = [iter(make(i, 3)) for i in range(3)]
+        head = [x for it, stop in zip(olds, stops, strict=True) for x in itertools.islice(it, stop)]
+        documents = [make_document(it, i, 3) for i, it in enumerate(olds)]
+        news = [iter(make(k, new)) for k in range(new)]
+        for it, document in zip(news, reshard(documents, new), strict=True):
+            apply_document(it, document)  # A start past a shorter shard's end: it ends there.
+        seen = head + [x for it in news for x in it]
+        assert len(seen) == len(set(seen))  # Nothing repeated.
+        # What both counts cover comes once; what only the old one covered, if read.
+        assert set(order[: min(21, covered)]) <= set(seen) <= set(order[: max(21, covered)])
+
+
 def test_a_frontier_of_another_shard_is_refused():
     olds = [iter(_pipeline(i, 2)) for i in range(2)]
     _run(olds, [2, 0])
@@ -192,7 +218,7 @@ def test_a_frontier_of_another_shard_is_refused():
     [
         ({"shard": [0, 1]}, "a frontier is a dict with the keys 'shard' and 'levels'"),
         ({"shard": [2, 1], "levels": [[1, [0]]]}, "shard is \\[index, count\\] with 0 <= index"),
-        ({"shard": [0, 1], "levels": []}, "levels are a list of 1 to 1024"),
+        ({"shard": [0, 1], "levels": {}}, "levels are a list of at most 1024"),
         ({"shard": [0, 1], "levels": [[2, [0]]]}, "has 1 thresholds, not the 2 it names"),
         ({"shard": [0, 1], "levels": [[1, [-1]]]}, "holds a threshold that is no non-negative"),
         ({"shard": [0, 1], "levels": [[0, []]]}, "names 0 processes; a level has 1 to"),

@@ -391,7 +391,11 @@ def _continued(
     stage["params"][index_name], stage["params"][count_name] = shard_index, shard_count
     document["fingerprint"] = fingerprint(document["pipeline"])
     start = max(0, -(-(plan.watermark - shard_index) // shard_count))  # First global >= it.
-    frontier = Frontier(shard_index, shard_count, plan.levels).after(start) if plan.levels else None
+    frontier = Frontier(shard_index, shard_count, plan.levels).after(start)
+    if frontier is None and stage["params"].get("drop_remainder") is True:
+        # Shards of another count drop another remainder, so `start` may lie past this
+        # shard's end: a reader clamps the position of a state with a frontier.
+        frontier = Frontier(shard_index, shard_count, ())
     document["state"] = _moved(document["state"], start, plan, shard_count, frontier)
     return document
 

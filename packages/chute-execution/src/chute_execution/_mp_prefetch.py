@@ -243,7 +243,7 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
                 left; unbounded after a flat map without a declared fan-out, where an
                 offset past the stream's outputs is found when they run out).
         """
-        state, frontier = split_extras(state, type(self).__name__)
+        state, frontier = split_extras(state, type(self).__name__, len(self._plan.dataset))
         keys = ("position", "offset") if isinstance(state, dict) and "position" in state else None
         checked = state_dict(self, state, keys or ("chunk", "offset"))
         length = len(self._plan.dataset)

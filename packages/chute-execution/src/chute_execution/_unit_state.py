@@ -40,11 +40,16 @@ def unit_state(
     return state
 
 
-def split_extras(state: IteratorState, owner: str) -> tuple[IteratorState, Frontier | None]:
+def split_extras(
+    state: IteratorState, owner: str, length: int
+) -> tuple[IteratorState, Frontier | None]:
     """`state` without `through` (checked: it is derived) and `frontier` (read), and the frontier.
 
+    With a frontier (a resharded state), a position past `length` is clamped to it, as
+    readers do (see `chute_samplers.internal.read_reader_state`).
+
     Example:
-        >>> split_extras({"position": 8, "offset": 2, "through": 12}, "it")
+        >>> split_extras({"position": 8, "offset": 2, "through": 12}, "it", 10)
         ({'position': 8, 'offset': 2}, None)
     """
     if not isinstance(state, dict) or not (FRONTIER in state or THROUGH in state):
@@ -56,6 +61,9 @@ def split_extras(state: IteratorState, owner: str) -> tuple[IteratorState, Front
             f"{owner}: state['through'] = {through!r:.50} is no int in [0, {sys.maxsize}]."
         )
     frontier = Frontier.from_json(rest.pop(FRONTIER), owner) if FRONTIER in rest else None
+    position = rest.get("position")
+    if frontier is not None and type(position) is int and position > length:
+        rest["position"] = length
     return rest, frontier
 
 

@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -159,9 +160,9 @@ class Frontier:
                 f"{owner}: the frontier's shard is [index, count] with 0 <= index < count, got "
                 f"{shard!r:.200}."
             )
-        if not isinstance(levels, list) or not 1 <= len(levels) <= MAX_LEVEL_COUNT:
+        if not isinstance(levels, list) or len(levels) > MAX_LEVEL_COUNT:
             raise InvalidStateError(
-                f"{owner}: the frontier's levels are a list of 1 to {MAX_LEVEL_COUNT}, got "
+                f"{owner}: the frontier's levels are a list of at most {MAX_LEVEL_COUNT}, got "
                 f"{levels!r:.200}."
             )
         read: list[Level] = []
@@ -274,6 +275,10 @@ class SkipConsumed(MapNode[T]):
 def read_reader_state(state: object, owner: str, maximum: int) -> tuple[int, Frontier | None]:
     """A reader's `{"position": p}` state, with its frontier when it has one.
 
+    A state with a frontier was written by resharding, which cannot know the length of
+    each new shard: its position is clamped to `maximum` (a shard that dropped another
+    remainder than the old ones ends before the first position left).
+
     Raises:
         InvalidStateError: the state is no reader's (the message names `owner`).
 
@@ -282,7 +287,8 @@ def read_reader_state(state: object, owner: str, maximum: int) -> tuple[int, Fro
         (3, None)
     """
     if isinstance(state, dict) and FRONTIER in state:
-        position = state_position({"position": state.get("position")}, owner, maximum)
+        position = state_position({"position": state.get("position")}, owner, sys.maxsize)
+        position = min(position, maximum)
         unknown = sorted(str(key) for key in state if key not in ("position", FRONTIER))
         if unknown:
             raise InvalidStateError(
