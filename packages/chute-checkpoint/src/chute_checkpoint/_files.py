@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -151,6 +152,7 @@ def restore(
     process_count: int | None = None,
     check_pipeline: bool = True,
     storage_options: StorageOptions | None = None,
+    allow_changes: Collection[str] = (),
 ) -> It:
     """Moves `iterator` to the position saved in `directory` by `save`; returns it.
 
@@ -158,7 +160,11 @@ def restore(
     them), this process's state is computed from them (`reshard_for`), for pipelines
     that are index-based up to the batch: those batched with `batch(global_size,
     sharding=...)` (no shard stage), and those with one `.shard(...)` stage followed
-    only by stages that keep positions, saved in lockstep.
+    only by stages that keep positions, each process stopped at any position.
+
+    `allow_changes=("weights",)` restores an `IterDataset.mix` whose weights changed
+    since the save (each component goes on from its own position; see
+    `apply_document`).
 
     `directory` may be a bucket's prefix (`s3://...`, `gs://...`), as for `save`.
 
@@ -168,8 +174,8 @@ def restore(
         SourceFileNotFoundError: the bucket of a URL does not exist (named; not taken
             for "no checkpoint yet").
         ReshardError: the folder holds another process count's states, which cannot
-            continue in this iterator (the message says why, e.g. a filter before the
-            batch left the processes at different positions).
+            continue in this iterator (the message says why, e.g. a window shuffle after
+            the shard).
         CheckpointFormatError: the file is corrupt, truncated, foreign or too new.
         PipelineMismatchError: the checkpoint is of another pipeline (names the stage
             and the parameter); `check_pipeline=False` restores the position anyway.
@@ -186,7 +192,9 @@ def restore(
     """
     index, count = process_position(process_index, process_count)
     document, where = find_document(_folder(directory, storage_options), iterator, index, count)
-    apply_document(iterator, document, check_pipeline=check_pipeline, where=where)
+    apply_document(
+        iterator, document, check_pipeline=check_pipeline, where=where, allow_changes=allow_changes
+    )
     return iterator
 
 

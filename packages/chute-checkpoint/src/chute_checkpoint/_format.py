@@ -23,7 +23,7 @@ import json
 import math
 import operator
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from chute_core import (
@@ -31,8 +31,12 @@ from chute_core import (
     CheckpointableIterator,
     InvalidArgumentError,
     InvalidStateError,
+    StageTraits,
+    is_declared,
+    stage_traits,
 )
 
+from ._changes import refused_changes
 from ._describe import describe_pipeline, fingerprint
 from ._differences import pipeline_differences
 from ._document_shape import check_pipeline
@@ -298,10 +302,15 @@ def apply_document(
     *,
     check_pipeline: bool = True,
     where: str = "checkpoint",
+    allow_changes: Collection[str] = (),
 ) -> None:
     """Moves `iterator` to the document's state, after checking the pipeline is the same.
 
     The document is checked first (`validate_document`), as one read from a file is.
+    `allow_changes` names parameters that may differ where continuing with the new value
+    is exact: `("weights",)` lets an `IterDataset.mix` restore with new weights, each
+    component going on from its own position (see `_changes`); any other difference is
+    still a `PipelineMismatchError`.
 
     Raises:
         CheckpointFormatError: the document is not a valid chute state document, or its
@@ -319,15 +328,27 @@ def apply_document(
         >>> next(fresh)
         2
     """
+    if isinstance(allow_changes, str) or not all(isinstance(n, str) for n in allow_changes):
+        raise TypeError(
+            f"allow_changes is a collection of parameter names, e.g. ('weights',); got "
+            f"{allow_changes!r:.80}."
+        )
     document = validate_document(
         dict(document) if isinstance(document, Mapping) else document, where
     )
     if check_pipeline:
         current = describe_pipeline(iterator)
-        if fingerprint(current) != document["fingerprint"]:
+        if fingerprint(current) != document["fingerprint"] and not _allowed(
+            document, current, allow_changes
+        ):
             differences = pipeline_differences(document["pipeline"], current) or [
                 f"the fingerprints differ: {document['fingerprint']} != {fingerprint(current)}"
             ]
+            if allow_changes:
+                differences += refused_changes(
+                    document["pipeline"], current, allow_changes, _traits_for(document)
+                )
+            differences += _hint(document, current, allow_changes)
             listed = "\n".join(f"  - {line}" for line in differences)
             raise PipelineMismatchError(
                 f"{where}: the checkpoint was saved from a different pipeline than this "
@@ -342,3 +363,43 @@ def apply_document(
             f"{where}: the iterator's state in the checkpoint is not valid for this "
             f"pipeline ({error}); the file is damaged or was not written by chute."
         ) from error
+
+
+def _traits_for(document: Mapping[str, Any]) -> Callable[[str], StageTraits]:
+    """The traits of an op: as the document carries them, else as declared here."""
+    saved = saved_traits(document)
+
+    def traits(op: str) -> StageTraits:
+        if op in saved:
+            return saved[op]
+        return stage_traits(op) if is_declared(op) else StageTraits()
+
+    return traits
+
+
+def _allowed(
+    document: Mapping[str, Any], current: Mapping[str, Any], allow: Collection[str]
+) -> bool:
+    """Whether every difference is an allowed change (see `_changes`)."""
+    return bool(allow) and not refused_changes(
+        document["pipeline"], current, allow, _traits_for(document)
+    )
+
+
+def _hint(
+    document: Mapping[str, Any], current: Mapping[str, Any], allow: Collection[str]
+) -> list[str]:
+    """A line saying which `allow_changes` would restore exactly, when some would."""
+    changeable = {
+        name for traits in _declared_traits(document) for name in traits.changeable
+    } - set(allow)
+    for name in sorted(changeable):
+        names = (*allow, name)
+        if not refused_changes(document["pipeline"], current, names, _traits_for(document)):
+            return [f"these changes can continue exactly: pass allow_changes={names!r}"]
+    return []
+
+
+def _declared_traits(document: Mapping[str, Any]) -> list[StageTraits]:
+    traits = _traits_for(document)
+    return [traits(op) for op in traits_of_ops(document["pipeline"])]

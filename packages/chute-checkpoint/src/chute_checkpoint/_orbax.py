@@ -80,7 +80,13 @@ class CheckpointHandler(ocp.handlers.AsyncCheckpointHandler):  # type: ignore[mi
         """
         index, count = process_position(*self._process)
         document, where = find_document(epath.Path(directory), args.item, index, count)
-        apply_document(args.item, document, check_pipeline=args.check_pipeline, where=where)
+        apply_document(
+            args.item,
+            document,
+            check_pipeline=args.check_pipeline,
+            where=where,
+            allow_changes=args.allow_changes,
+        )
         return args.item
 
     def metadata(self, directory: epath.Path) -> None:
@@ -126,7 +132,8 @@ class CheckpointRestore(ocp.args.CheckpointArgs):  # type: ignore[misc]
     """Orbax args that restore a chute iterator in place (and return it).
 
     `check_pipeline=False` skips the check that the iterator's pipeline is the one the
-    checkpoint was saved from.
+    checkpoint was saved from; `allow_changes=("weights",)` accepts an `IterDataset.mix`
+    whose weights changed since (see `chute_checkpoint.apply_document`).
 
     Example:
         >>> import chute
@@ -137,3 +144,4 @@ class CheckpointRestore(ocp.args.CheckpointArgs):  # type: ignore[misc]
 
     item: Any
     check_pipeline: bool = True
+    allow_changes: tuple[str, ...] = ()

@@ -59,6 +59,9 @@ class StageTraits:
             batches on devices), so no stage may follow it in worker processes.
         performance: parameters that never change the elements (worker counts, buffer
             sizes): left out of fingerprints, so a checkpoint restores across them.
+        changeable: parameters a restore may find changed when the caller allows it
+            (`allow_changes`), because a stream stage continues exactly with the new
+            value (a mixture's weights: each component goes on from its own state).
 
     Example:
         >>> StageTraits(elementwise=True).keeps_positions
@@ -76,6 +79,7 @@ class StageTraits:
     records_skips: bool = False
     consumer_only: bool = False
     performance: frozenset[str] = frozenset()
+    changeable: frozenset[str] = frozenset()
 
     def as_json(self) -> dict[str, Any]:
         """The traits that differ from the defaults, as JSON (sets as sorted lists).

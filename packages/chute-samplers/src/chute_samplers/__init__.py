@@ -50,6 +50,7 @@ from ._shard import ShardMap as ShardMap
 from ._shard_options import NoSharding as NoSharding
 from ._shard_options import ShardOptions as ShardOptions
 from ._shuffle import ShuffleMap as ShuffleMap
+from ._weight_schedule import WeightSchedule as WeightSchedule
 from ._window_shuffle import WindowShuffleIter as WindowShuffleIter
 from ._zip import ZipIter as ZipIter
 from ._zip import ZipMap as ZipMap
@@ -82,6 +83,7 @@ __all__ = [
     "ShardOptions",
     "ShuffleMap",
     "SliceMap",
+    "WeightSchedule",
     "WindowShuffleIter",
     "ZipIter",
     "ZipMap",

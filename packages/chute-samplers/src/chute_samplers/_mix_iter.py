@@ -18,6 +18,7 @@ from chute_core.internal import (
 from ._iter_base import IterNode
 from ._mix import MixMap
 from ._schedule import MixSchedule
+from ._weight_schedule import WeightSchedule
 
 __all__ = ["MIX", "MixIter", "check_iterator"]
 
@@ -49,7 +50,8 @@ class MixIter(IterNode[T]):
 
     Args:
         iterators: the component streams (checkpointable iterators), at least one.
-        weights: one positive finite weight per component; None for equal weights.
+        weights: one positive finite weight per component; None for equal weights; or a
+            `WeightSchedule`, weights that change at given positions.
 
     Example:
         >>> from chute_samplers import SequentialIter
@@ -65,7 +67,7 @@ class MixIter(IterNode[T]):
     def __init__(
         self,
         iterators: Sequence[CheckpointableIterator[T]],
-        weights: Sequence[float] | None = None,
+        weights: Sequence[float] | WeightSchedule | None = None,
     ) -> None:
         check_sequence(iterators, "iterators", "MixIter")
         if not iterators:
@@ -73,8 +75,13 @@ class MixIter(IterNode[T]):
         for number, iterator in enumerate(iterators):
             check_iterator(iterator, "MixIter", f"iterators[{number}]")
         self._iterators = tuple(iterators)
-        self._schedule = MixSchedule(weights, len(iterators))
-        self._component_of = self._schedule.locate_one
+        if isinstance(weights, WeightSchedule):
+            weights.check_count(len(iterators), "MixIter")
+            self._weights: MixSchedule | WeightSchedule = weights
+            self._component_of = weights.locator()
+        else:
+            self._weights = MixSchedule(weights, len(iterators))
+            self._component_of = self._weights.locate_one
         self._position = 0
         self._exhausted = False
         self._last = -1  # The component of the element last returned (-1: none).
@@ -117,8 +124,13 @@ class MixIter(IterNode[T]):
         self._position, self._exhausted, self._last = position, exhausted, -1
 
     def __repr__(self) -> str:
-        return f"MixIter({len(self._iterators)} components, {self._schedule!r})"
+        return f"MixIter({len(self._iterators)} components, {self._weights!r})"
 
 
-MIX = declare_op("mix", StageTraits(), map_node=MixMap, iter_node=MixIter)
+MIX = declare_op(
+    "mix",
+    StageTraits(changeable=frozenset({"weights"})),  # Exactly, when it mixes streams.
+    map_node=MixMap,
+    iter_node=MixIter,
+)
 """The op's declaration (see `chute_core.declare_op`)."""

@@ -52,6 +52,7 @@ from chute_execution import stop_idle_workers as stop_idle_workers
 from chute_samplers import IndexSampler as IndexSampler
 from chute_samplers import NoSharding as NoSharding
 from chute_samplers import ShardOptions as ShardOptions
+from chute_samplers import WeightSchedule as WeightSchedule
 from chute_sources import ImageFolderSource as ImageFolderSource
 from chute_sources import JsonLinesSource as JsonLinesSource
 from chute_sources import NumpySource as NumpySource
@@ -202,6 +203,7 @@ __all__ = [
     "StorageOptions",
     "Tokenize",
     "TraceOptions",
+    "WeightSchedule",
     "WorkerDiedError",
     "WorkerError",
     "WorkerTimeoutError",

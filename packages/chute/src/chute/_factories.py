@@ -25,9 +25,10 @@ from chute_execution import (
     WorkerPlan,
     plan_workers,
 )
-from chute_samplers import InterleaveIter, MixIter, SequentialIter
+from chute_samplers import InterleaveIter, MixIter, SequentialIter, WeightSchedule
 from chute_transforms import BatchIter, SkipErrorsIter
 
+from ._args import check_weights
 from ._pipeline import Stage
 from ._stats import RECORDER, timed
 
@@ -44,6 +45,7 @@ __all__ = [
     "SkipErrorsFactory",
     "SourceFactory",
     "batch_step",
+    "mix_weights",
     "plan_request",
 ]
 
@@ -256,8 +258,22 @@ def batch_step(stage: Stage, batch_size: int, **options: Any) -> PlanStep:
     return PlanStep(BatchIter, (batch_size,), options, stage.line(), batch=spec)
 
 
+def mix_weights(weights: Sequence[float] | WeightSchedule | None, count: int, owner: str) -> str:
+    """Checks a mixture's weights (a `WeightSchedule` too); returns them as described."""
+    if isinstance(weights, WeightSchedule):
+        weights.check_count(count, owner)
+        return repr(weights)
+    check_weights(weights, count, owner)
+    return repr(None if weights is None else list(weights))
+
+
 class MixFactory:
-    def __init__(self, parents: Sequence[Factory], weights: Sequence[float] | None, stage: Stage):
+    def __init__(
+        self,
+        parents: Sequence[Factory],
+        weights: Sequence[float] | WeightSchedule | None,
+        stage: Stage,
+    ):
         self.parents, self.weights, self.stage = tuple(parents), weights, stage
 
     @property

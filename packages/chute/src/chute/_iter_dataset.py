@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Self, TypeVar, cast
 import numpy as np
 
 from chute_core import CheckpointableIterator
-from chute_samplers import ConcatenateIter, ZipIter
+from chute_samplers import ConcatenateIter, WeightSchedule, ZipIter
 from chute_transforms import (
     BatchFn,
     BatchIter,
@@ -36,7 +36,7 @@ from chute_transforms import (
 from chute_transforms.internal import check_key_kind
 
 from ._apply import apply_transforms
-from ._args import check_int, check_weights
+from ._args import check_int
 from ._factories import (
     EmptyIterator,
     Factory,
@@ -46,6 +46,7 @@ from ._factories import (
     OpFactory,
     SourceFactory,
     batch_step,
+    mix_weights,
 )
 from ._fluent_op import fluent_op
 from ._iter_execute import ExecuteOps
@@ -397,12 +398,16 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
 
     @classmethod
     def mix(
-        cls, datasets: Sequence[IterDataset[Any]], weights: Sequence[float] | None = None
+        cls,
+        datasets: Sequence[IterDataset[Any]],
+        weights: Sequence[float] | WeightSchedule | None = None,
     ) -> IterDataset[Any]:
         """Interleaves streams in proportion to `weights` (counted in output elements).
 
         Works when the streams are filtered; stops when the stream whose turn it is
-        runs out.
+        runs out. Weights may change, each stream going on from its own position: a
+        `chute.WeightSchedule` gives them per step, and a restore with
+        `allow_changes=("weights",)` takes new ones.
 
         Example:
             >>> import chute
@@ -413,9 +418,8 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
         """
         parts = list(datasets)  # Read once: it may be a generator or a MapDataset.
         factories = [factory_of(d) for d in parts]
-        check_weights(weights, len(factories), "IterDataset.mix")
-        shown = None if weights is None else list(weights)
-        item = Stage("mix", (("weights", repr(shown)),), tuple(f.stages for f in factories))
+        shown = mix_weights(weights, len(factories), "IterDataset.mix")
+        item = Stage("mix", (("weights", shown),), tuple(f.stages for f in factories))
         return made(cls._family(MixFactory(factories, weights, item)), *parts)
 
     @classmethod

@@ -12,8 +12,8 @@ from typing import Any, ClassVar, Self, TypeVar, cast
 
 import numpy as np
 
-from chute_core import RandomAccessDataSource
-from chute_samplers import ConcatenateMap, MixMap, SelectFromMap, ZipMap
+from chute_core import ArgumentTypeError, RandomAccessDataSource
+from chute_samplers import ConcatenateMap, MixMap, SelectFromMap, WeightSchedule, ZipMap
 from chute_sources import RangeSource, SequenceSource
 from chute_transforms import (
     BatchFn,
@@ -347,6 +347,12 @@ class MapDataset(MapOrderOps[T]):
             'babbabbabbab'
         """
         checked = [MapDataset.source(d) for d in datasets]
+        if isinstance(weights, WeightSchedule):
+            raise ArgumentTypeError(
+                "MapDataset.mix: weights that change (a WeightSchedule) would change which "
+                "record every position reads; mix streams instead: IterDataset.mix(["
+                "ds.to_iter_dataset() for ds in datasets], schedule)."
+            )
         check_weights(weights, len(checked), "MapDataset.mix")
         node = MixMap([d._node for d in checked], weights)
         shown = None if weights is None else list(weights)

@@ -57,8 +57,9 @@ NOT_PROVIDED: dict[str, str] = {
     "proto": "Grain's execution summary protobufs; use `ds.iter(stats=True)` instead",
     "transforms.TfRandomMap": "TensorFlow transforms: chute does not use TensorFlow",
     "experimental.TFRecordIterDataset": "chute does not read TFRecord files",
-    "experimental.ElasticIterator": "chute restores any checkpoint across host counts "
-    "with `chute.checkpoint.reshard` instead",
+    "experimental.ElasticIterator": "chute restores sharded pipelines on any host count, "
+    "from hosts stopped at any step, with `chute.checkpoint.restore` (it reshards); see the "
+    "guide 'Resuming on another number of hosts'",
     "experimental.DatasetOptions": "Grain's filter thresholds and execution tracking; "
     "chute warns about filters on its own (`FilterWarning`)",
     "experimental.WithOptionsIterDataset": "see DatasetOptions",
