@@ -223,21 +223,39 @@ def test_restore_reshards_a_folder_of_another_process_count(tmp_path):
         assert _lists(it) == _shard_batches(_order(), 24, k, 5)
 
 
-def test_a_pipeline_with_an_error_budget_is_refused_with_the_reason():
-    iterators = [
-        iter(chute.MapDataset.range(SIZE).shard(index, 2).to_iter_dataset().skip_errors(3).batch(3))
-        for index in range(2)
+def _fails_on_sevens(x):
+    if x % 7 == 3:
+        raise ValueError(f"record {x} is damaged")
+    return x
+
+
+def _budgeted(index, count, workers=None):
+    ds = chute.MapDataset.range(SIZE).seed(4).shuffle().shard(index, count).to_iter_dataset()
+    ds = ds.map(_fails_on_sevens)
+    if workers is not None:
+        ds = ds.mp_prefetch(chute.MultiprocessingOptions(num_workers=workers), chunk_size=4)
+    return ds.skip_errors(20).batch(3)
+
+
+@pytest.mark.parametrize("workers", [None, 0])
+def test_a_pipeline_with_an_error_budget_reshards_its_skips_stay_skipped(workers):
+    olds = [iter(_budgeted(index, 3, workers)) for index in range(3)]
+    head = []
+    for it, stop in zip(olds, [4, 1, 6], strict=True):
+        head += [x for _ in range(stop) for x in next(it).tolist()]
+    documents = [make_document(it, index, 3) for index, it in enumerate(olds)]
+    failed = [document["state"]["parent"]["errors"]["failures"] for document in documents]
+    assert sum(failed) > 0
+    news = reshard(documents, 2)
+    # The failures are shared among the new processes; the skipped are behind them all.
+    assert [d["state"]["parent"]["errors"] for d in news] == [
+        {"failures": (sum(failed) + 1) // 2, "skipped": []},
+        {"failures": sum(failed) // 2, "skipped": []},
     ]
-    for it in iterators:
-        next(it)
-    documents = [
-        make_document(it, process_index=index, process_count=2)
-        for index, it in enumerate(iterators)
-    ]
-    with pytest.raises(ReshardError) as caught:
-        reshard(documents, 1)
-    assert str(caught.value).endswith(
-        "the pipeline has an error budget (skip_errors): each process's state records the "
-        "elements it skipped by their position in its own shard, which another process count "
-        "cuts differently; restore with the same process count."
-    )
+    rest = []
+    for index, document in enumerate(news):
+        it = iter(_budgeted(index, 2, workers))
+        apply_document(it, document)
+        rest += [x for batch in it for x in batch.tolist()]
+    kept = [x for x in range(SIZE) if x % 7 != 3]
+    assert sorted(head + rest) == kept  # Each kept record once; the damaged never.

@@ -74,6 +74,8 @@ class _Plan:
     # consumed, and of those above, the ones `levels` say (see `chute_samplers.Frontier`).
     levels: tuple[tuple[int, tuple[int, ...]], ...] | None = None
     watermark: int = 0
+    # Per error budget (skip_errors) in the state, outermost first: the shards' failures.
+    failures: tuple[int, ...] = ()
 
 
 def reshard(documents: Sequence[Mapping[str, Any]], process_count: int) -> list[dict[str, Any]]:
@@ -258,8 +260,11 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
         _position(doc["state"], chunk_size, doc["pipeline"], f"state {doc['process_index']}", f)
         for doc, f in zip(ordered, frontiers, strict=True)
     ]
+    counts = [_failures(doc["state"], f"state {doc['process_index']}") for doc in ordered]
+    failures = tuple(map(sum, zip(*counts, strict=True)))
     if unit == 1:
-        return _elastic_plan(first, at, positions, frontiers, chunk_size)
+        plan = _elastic_plan(first, at, positions, frontiers, chunk_size)
+        return dataclasses.replace(plan, failures=failures)
     if len(set(positions)) != 1 or any(frontiers):
         raise ReshardError(
             f"the processes are at different local positions {positions} (by shard index), "
@@ -267,7 +272,34 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
             "split between processes; batch after to_iter_dataset() (IterDataset.batch) to "
             "reshard from any positions, or save every process at the same step."
         )
-    return _Plan(first, at, count, positions[0] * unit, unit, chunk_size)
+    return _Plan(first, at, count, positions[0] * unit, unit, chunk_size, failures=failures)
+
+
+def _failures(state: Any, where: str) -> tuple[int, ...]:
+    """The failures each error budget in `state` counted, outermost first."""
+    counts: list[int] = []
+    while isinstance(state, dict):
+        try:
+            if "errors" in state:
+                counts.append(PARENT_STATES.failures(state))
+            state = PARENT_STATES.inner(state)
+        except ValueError as error:
+            raise ReshardError(f"{where}: {error}") from None
+    return tuple(counts)
+
+
+def _share_failures(state: Any, failures: tuple[int, ...], shard: int, count: int) -> None:
+    """Gives shard `shard` of `count` its share of each budget's failures, in place.
+
+    The skipped elements are behind every new process (consumed), and the failures they
+    cost are split among the new processes, so that together they count as many.
+    """
+    budgets = iter(failures)
+    while isinstance(state, dict):
+        if "errors" in state:
+            total = next(budgets)
+            PARENT_STATES.with_failures(state, total // count + (shard < total % count))
+        state = state.get("parent")
 
 
 def _elastic_plan(
@@ -378,6 +410,7 @@ def _document(
     document["fingerprint"] = fingerprint(document["pipeline"])
     position = consumed // shard_count // plan.unit
     document["state"] = _moved(document["state"], position, plan, shard_count)
+    _share_failures(document["state"], plan.failures, shard_index, shard_count)
     return document
 
 
@@ -397,6 +430,7 @@ def _continued(
         # shard's end: a reader clamps the position of a state with a frontier.
         frontier = Frontier(shard_index, shard_count, ())
     document["state"] = _moved(document["state"], start, plan, shard_count, frontier)
+    _share_failures(document["state"], plan.failures, shard_index, shard_count)
     return document
 
 

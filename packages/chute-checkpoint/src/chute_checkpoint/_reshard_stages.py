@@ -13,7 +13,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from chute_core import StageTraits, declared_stages, is_declared, stage_traits
-from chute_transforms.internal import SKIPS_REFUSED
 
 from ._describe import describe_pipeline
 from ._document_shape import integer_parameter
@@ -130,9 +129,7 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
     unit, chunk_size, streaming = 1, None, False
     for number, item in enumerate(stages[shard_at + 1 :], start=shard_at + 1):
         traits = traits_of(item)
-        if traits.records_skips:
-            raise ReshardError(SKIPS_REFUSED)
-        if not traits.keeps_positions:
+        if not traits.keeps_positions and not traits.records_skips:
             raise ReshardError(
                 f"stage {number} ({item['op']}) follows the shard stage and changes which "
                 "position of the shard an element is (or keeps state across elements), so "

@@ -21,6 +21,6 @@ Example:
 
 from ._batch import Allocate, stacking_into
 from ._record_rng import check_key_kind
-from ._state import PARENT_STATES, SKIPS_REFUSED
+from ._state import PARENT_STATES
 
-__all__ = ["Allocate", "PARENT_STATES", "SKIPS_REFUSED", "check_key_kind", "stacking_into"]
+__all__ = ["Allocate", "PARENT_STATES", "check_key_kind", "stacking_into"]
