@@ -217,8 +217,9 @@ def _valid():
         (
             lambda d: d["traits"].update(map={"sorts": True}),
             "f: 'traits' must map each op to its traits: unknown trait 'sorts' (known: "
-            "['begins_stream', 'changeable', 'chunk', 'consumer_only', 'drops', 'elementwise', "
-            "'groups', 'keeps_positions', 'performance', 'random', 'records_skips', 'shard']).",
+            "['begins_stream', 'changeable', 'chooses', 'chunk', 'consumer_only', 'drops', "
+            "'elementwise', 'groups', 'keeps_positions', 'performance', 'random', "
+            "'records_skips', 'shard']).",
         ),
         (lambda d: d["pipeline"]["stages"][0]["params"].update(source=1), None),
     ],

@@ -174,9 +174,9 @@ def test_stages_that_move_positions_after_the_shard_are_refused():
     assert {"batch", "filter", "map", "mp_prefetch", "prefetch", "to_device"} <= set(listed)
     assert "window_shuffle" not in listed
 
-    def nested(i, n):
+    def nested(i, n):  # A mixture of sharded streams reshards; a concatenation does not.
         parts = [chute.MapDataset.range(20).shard(i, n).to_iter_dataset()] * 2
-        return chute.IterDataset.mix(parts)
+        return chute.IterDataset.concatenate(parts)
 
     with pytest.raises(ReshardError) as caught:
         reshard(_documents(pipeline=nested), 1)

@@ -44,9 +44,12 @@ from ._describe import describe_pipeline, fingerprint
 from ._document_shape import check_positions, damaged_state, integer_parameter
 from ._errors import ReshardError
 from ._format import MAX_PROCESS_COUNT, process_position, validate_document
+from ._reshard_budgets import budget_failures, share_failures
+from ._reshard_mix import MixPlan, mix_document, mix_plan, mixture_shard
 from ._reshard_stages import (
     check_declared,
     later_stages,
+    mixes_sharded,
     reading_traits,
     remember_traits,
     shard_params,
@@ -155,6 +158,8 @@ def _reshard_into(
     documents: Sequence[Mapping[str, Any]], iterator: object, index: int, count: int
 ) -> dict[str, Any]:
     plan = _plan(documents)
+    if isinstance(plan, MixPlan):
+        return _document(plan, *mixture_shard(describe_pipeline(iterator)["stages"]), index, count)
     if plan.shard_at is None:
         return _document(plan, 0, 1, index, count)
     stages = describe_pipeline(iterator)["stages"]
@@ -170,7 +175,7 @@ def _reshard_into(
     return _document(plan, int(params[shard_index]), int(params[shard_count]), index, count)
 
 
-def _plan(documents: Sequence[Mapping[str, Any]]) -> _Plan:
+def _plan(documents: Sequence[Mapping[str, Any]]) -> _Plan | MixPlan:
     if not documents:
         raise ReshardError("reshard needs the state documents of all processes, got none.")
     checked = [
@@ -183,8 +188,19 @@ def _plan(documents: Sequence[Mapping[str, Any]]) -> _Plan:
     _check_all_processes(checked)
     stages = checked[0]["pipeline"]["stages"]
     check_declared(stages)  # What an op does to positions must be known to reshard.
+    if mixes_sharded(stages):
+        plan = mix_plan(checked, _branch_plan)
+        counts = [budget_failures(d["state"], f"state {d['process_index']}") for d in checked]
+        return dataclasses.replace(plan, failures=tuple(map(sum, zip(*counts, strict=True))))
     at = shard_stage(stages, checked[0]["pipeline"].get("kind"))
     return _global_plan(checked) if at is None else _sharded_plan(checked, at)
+
+
+def _branch_plan(documents: list[dict[str, Any]]) -> _Plan:
+    """The plan of one component of a mixture (its own pipeline)."""
+    stages = documents[0]["pipeline"]["stages"]
+    at = shard_stage(stages, "IterDataset")
+    return _global_plan(documents) if at is None else _sharded_plan(documents, at)
 
 
 def _check_all_processes(documents: list[dict[str, Any]]) -> None:
@@ -260,7 +276,7 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
         _position(doc["state"], chunk_size, doc["pipeline"], f"state {doc['process_index']}", f)
         for doc, f in zip(ordered, frontiers, strict=True)
     ]
-    counts = [_failures(doc["state"], f"state {doc['process_index']}") for doc in ordered]
+    counts = [budget_failures(doc["state"], f"state {doc['process_index']}") for doc in ordered]
     failures = tuple(map(sum, zip(*counts, strict=True)))
     if unit == 1:
         plan = _elastic_plan(first, at, positions, frontiers, chunk_size)
@@ -273,33 +289,6 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
             "reshard from any positions, or save every process at the same step."
         )
     return _Plan(first, at, count, positions[0] * unit, unit, chunk_size, failures=failures)
-
-
-def _failures(state: Any, where: str) -> tuple[int, ...]:
-    """The failures each error budget in `state` counted, outermost first."""
-    counts: list[int] = []
-    while isinstance(state, dict):
-        try:
-            if "errors" in state:
-                counts.append(PARENT_STATES.failures(state))
-            state = PARENT_STATES.inner(state)
-        except ValueError as error:
-            raise ReshardError(f"{where}: {error}") from None
-    return tuple(counts)
-
-
-def _share_failures(state: Any, failures: tuple[int, ...], shard: int, count: int) -> None:
-    """Gives shard `shard` of `count` its share of each budget's failures, in place.
-
-    The skipped elements are behind every new process (consumed), and the failures they
-    cost are split among the new processes, so that together they count as many.
-    """
-    budgets = iter(failures)
-    while isinstance(state, dict):
-        if "errors" in state:
-            total = next(budgets)
-            PARENT_STATES.with_failures(state, total // count + (shard < total % count))
-        state = state.get("parent")
 
 
 def _elastic_plan(
@@ -393,8 +382,17 @@ def _leaf(state: Any) -> dict[str, Any]:
 
 
 def _document(
-    plan: _Plan, shard_index: int, shard_count: int, process_index: int, process_count: int
+    plan: _Plan | MixPlan,
+    shard_index: int,
+    shard_count: int,
+    process_index: int,
+    process_count: int,
 ) -> dict[str, Any]:
+    if isinstance(plan, MixPlan):
+        args = (shard_index, shard_count, process_index, process_count, _document)
+        document = mix_document(plan, *args)
+        share_failures(document["state"], plan.failures, shard_index, shard_count)
+        return document
     document = copy.deepcopy(plan.base)
     document["process_index"], document["process_count"] = process_index, process_count
     if plan.shard_at is None:
@@ -410,7 +408,7 @@ def _document(
     document["fingerprint"] = fingerprint(document["pipeline"])
     position = consumed // shard_count // plan.unit
     document["state"] = _moved(document["state"], position, plan, shard_count)
-    _share_failures(document["state"], plan.failures, shard_index, shard_count)
+    share_failures(document["state"], plan.failures, shard_index, shard_count)
     return document
 
 
@@ -430,7 +428,7 @@ def _continued(
         # shard's end: a reader clamps the position of a state with a frontier.
         frontier = Frontier(shard_index, shard_count, ())
     document["state"] = _moved(document["state"], start, plan, shard_count, frontier)
-    _share_failures(document["state"], plan.failures, shard_index, shard_count)
+    share_failures(document["state"], plan.failures, shard_index, shard_count)
     return document
 
 

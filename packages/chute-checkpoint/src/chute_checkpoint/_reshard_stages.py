@@ -20,9 +20,11 @@ from ._errors import ReshardError
 from ._stage_traits import saved_traits
 
 __all__ = [
+    "branches",
     "check_declared",
     "check_reshardable",
     "later_stages",
+    "mixes_sharded",
     "reading_traits",
     "remember_traits",
     "shard_params",
@@ -171,6 +173,37 @@ def check_reshardable(iterator: object) -> None:
     stages = describe_pipeline(iterator)["stages"]
     with reading_traits():
         check_declared(stages)
-        at = shard_stage(stages, "IterDataset")
-        if at is not None:  # Else a global pipeline: every process has the same state.
-            later_stages(stages, at)
+        for branch in branches(stages):
+            at = shard_stage(branch, "IterDataset")
+            if at is not None:  # Else a global pipeline: every process has the same state.
+                later_stages(branch, at)
+
+
+def branches(stages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The pipelines resharding treats on their own: a mixture's components, or `stages`.
+
+    Raises:
+        ReshardError: a stage after a mixture of sharded streams that resharding cannot
+            continue.
+    """
+    if not mixes_sharded(stages):
+        return [stages]
+    for number, item in enumerate(stages[1:], start=1):
+        traits = traits_of(item)
+        if not (traits.keeps_positions or traits.records_skips):
+            raise ReshardError(
+                f"stage {number} ({item['op']}) follows the mixture of sharded streams and "
+                "changes which element of the mixture an output is (or keeps elements across "
+                "steps), so the components cannot be resharded under it; restore with the "
+                "same process count."
+            )
+    return [list(branch) for branch in stages[0]["inputs"]]
+
+
+def mixes_sharded(stages: list[dict[str, Any]]) -> bool:
+    """Whether the pipeline begins with a mixture of streams with a shard stage inside."""
+    if not stages or not traits_of(stages[0]).chooses:
+        return False
+    inputs = stages[0].get("inputs", [])
+    streams = all(any(traits_of(item).begins_stream for item in branch) for branch in inputs)
+    return bool(inputs) and streams and _count_shards(inputs) > 0

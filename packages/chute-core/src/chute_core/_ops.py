@@ -62,6 +62,9 @@ class StageTraits:
         changeable: parameters a restore may find changed when the caller allows it
             (`allow_changes`), because a stream stage continues exactly with the new
             value (a mixture's weights: each component goes on from its own state).
+        chooses: over input streams, it yields each element whole from one input, which
+            it picks by its own position alone (a mixture): the inputs' states are
+            independent, so resharding continues each input on its own.
 
     Example:
         >>> StageTraits(elementwise=True).keeps_positions
@@ -80,6 +83,7 @@ class StageTraits:
     consumer_only: bool = False
     performance: frozenset[str] = frozenset()
     changeable: frozenset[str] = frozenset()
+    chooses: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """The traits that differ from the defaults, as JSON (sets as sorted lists).

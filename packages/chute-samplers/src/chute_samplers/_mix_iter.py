@@ -20,7 +20,7 @@ from ._mix import MixMap
 from ._schedule import MixSchedule
 from ._weight_schedule import WeightSchedule
 
-__all__ = ["MIX", "MixIter", "check_iterator"]
+__all__ = ["MIX", "MIX_STATES", "MixIter", "MixStates", "check_iterator"]
 
 T = TypeVar("T")
 
@@ -129,8 +129,44 @@ class MixIter(IterNode[T]):
 
 MIX = declare_op(
     "mix",
-    StageTraits(changeable=frozenset({"weights"})),  # Exactly, when it mixes streams.
+    StageTraits(changeable=frozenset({"weights"}), chooses=True),  # When it mixes streams.
     map_node=MixMap,
     iter_node=MixIter,
 )
 """The op's declaration (see `chute_core.declare_op`)."""
+
+
+class MixStates:
+    """The layout of a `MixIter`'s state, for resharding each component on its own.
+
+    Example:
+        >>> state = {"position": 5, "exhausted": False, "components": [{"position": 3}]}
+        >>> MIX_STATES.components(state)
+        [{'position': 3}]
+        >>> MIX_STATES.rebuild([{"position": 0}], 2)
+        {'position': 2, 'exhausted': False, 'components': [{'position': 0}]}
+    """
+
+    def components(self, state: object) -> list[dict[str, object]] | None:
+        """The components' states; None if `state` is not a mixture's."""
+        if not isinstance(state, dict) or set(state) != {"position", "exhausted", "components"}:
+            return None
+        components = state["components"]
+        if not isinstance(components, list) or not all(isinstance(c, dict) for c in components):
+            return None
+        return components
+
+    def position(self, state: dict[str, object]) -> int:
+        """The mixture's position (elements it handed out)."""
+        position = state["position"]
+        if type(position) is not int or position < 0:
+            raise ValueError(f"a mixture's position must be an int >= 0, got {position!r:.50}.")
+        return position
+
+    def rebuild(self, components: list[dict[str, object]], position: int) -> dict[str, object]:
+        """A mixture's state at `position` over `components`' states (not exhausted)."""
+        return {"position": position, "exhausted": False, "components": components}
+
+
+MIX_STATES = MixStates()
+"""How resharding reads and writes a mixture's state (see `MixStates`)."""

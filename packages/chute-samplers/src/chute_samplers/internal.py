@@ -9,6 +9,7 @@ import-linter contract forbids `chute_samplers._x` from outside).
 - `Frontier`, `SkipConsumed`, `read_reader_state`, `reader_state` (and `FRONTIER`,
   `level_of`, `watermark`, `is_watermark`): the positions a resharded reader skips
   because other processes consumed them before the reshard.
+- `MIX_STATES`: the layout of a mixture's state, for resharding each component.
 - `consecutive`: whether an array of positions is one run `p, p + 1, ...`.
 - `origin_key`: the key a record's own random generator derives from its origin.
 - `RNG_OP`: the salt of the per-record generator `record_rng` gives a random map.
@@ -31,12 +32,14 @@ from ._frontier import (
 )
 from ._hashing import origin_key
 from ._index_sampler import RNG_OP
+from ._mix_iter import MIX_STATES
 from ._node import consecutive
 from ._positions import READER_POSITIONS
 from ._span import Span, read_span, reader_name
 
 __all__ = [
     "FRONTIER",
+    "MIX_STATES",
     "READER_POSITIONS",
     "RNG_OP",
     "Frontier",
