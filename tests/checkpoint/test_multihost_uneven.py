@@ -4,6 +4,7 @@ Each run starts `uneven_run.py` as processes joined by `jax.distributed.initiali
 localhost. The processes of a run stop after different numbers of batches (as preempted
 hosts do, and as a filter leaves them: their shards keep different shares), save with
 `chute_checkpoint.save` and with Orbax, and the next run continues on another count.
+A mixture of two sharded domains goes through the same runs.
 """
 
 from pathlib import Path
@@ -45,3 +46,7 @@ def test_four_processes_stopped_unevenly_continue_on_three_then_six(tmp_path):
         assert result["files"] == result["orbax"]
     # The tool's folder continues exactly as restoring the 4 states in place does.
     assert [result["resharded"] for result in three] == [result["files"] for result in three]
+    # The mixture of two sharded domains: no record of either comes twice, and it goes on
+    # after each change (it stops where a domain's turn finds it exhausted).
+    mixed = [x for result in four + three + six for x in result["mix"]]
+    assert len(mixed) == len(set(mixed)) and all(result["mix"] for result in six)

@@ -111,6 +111,19 @@ def test_worker_processes_continue_exactly_once_across_4_3_6(workers):
         assert run.records == 60
 
 
+@pytest.mark.slow
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 3), COUNTS, st.lists(COUNTS, min_size=1, max_size=2), st.integers(0, 2**16))
+def test_one_to_three_worker_processes_continue_exactly_once_on_any_counts(
+    workers, old, news, seed
+):
+    def make(index, count):
+        return _pipeline(index, count, workers)
+
+    run = chute.testing.assert_reshards(make, old, news, seed=seed, records=chute.testing.rows)
+    assert run.records == 60
+
+
 def _run(iterators, counts):
     out = []
     for it, count in zip(iterators, counts, strict=True):

@@ -10,7 +10,8 @@ side by side from the same pipeline: `files` saves and restores with
 - `--stops a,b,c` makes process `i` stop after its own number of batches and save both
   chains into `--save DIR`; without it, every chain runs to the end.
 
-What each chain delivered (the records of its batches) goes to the result.
+A third chain, `mix`, runs a mixture of two sharded streams (saved and restored with
+files). What each chain delivered (the records of its batches) goes to the result.
 """
 
 from __future__ import annotations
@@ -34,6 +35,16 @@ def pipeline() -> Any:
     ds = chute.MapDataset.range(SIZE).seed(7).shuffle()
     ds = ds.shard(chute.device.ShardByJaxProcess()).to_iter_dataset()
     return ds.filter(keep).batch(4)
+
+
+def mixture() -> Any:
+    """Two domains, each sharded by process and shuffled, mixed 2:1, in batches of 4."""
+    import chute
+
+    shard = chute.device.ShardByJaxProcess()
+    web = chute.MapDataset.range(SIZE).seed(1).shuffle().shard(shard).to_iter_dataset()
+    code = chute.MapDataset.range(1000, 1000 + SIZE).seed(2).shuffle().shard(shard)
+    return chute.IterDataset.mix([web, code.to_iter_dataset().filter(keep)], [2, 1]).batch(4)
 
 
 def take(it: Any, count: int | None) -> list[int]:
@@ -62,11 +73,12 @@ def main() -> None:
 
     me = jax.process_index()
     stop = None if args.stops is None else int(args.stops.split(",")[me])
-    files, orbax = iter(pipeline()), iter(pipeline())
+    files, orbax, mix = iter(pipeline()), iter(pipeline()), iter(mixture())
     result: dict[str, Any] = {}
     if args.restore:
         folder = Path(args.restore)
         chute_checkpoint.restore(files, folder / "files")
+        chute_checkpoint.restore(mix, folder / "mix")
         with ocp.CheckpointManager(folder / "orbax") as manager:
             step = manager.latest_step()
             orbax = manager.restore(step, args=chute_checkpoint.CheckpointRestore(orbax))
@@ -74,9 +86,11 @@ def main() -> None:
         resharded = chute_checkpoint.restore(iter(pipeline()), Path(args.resharded))
         result["resharded"] = take(resharded, stop)
     result["files"], result["orbax"] = take(files, stop), take(orbax, stop)
+    result["mix"] = take(mix, stop)
     if args.save:
         folder = Path(args.save)
         chute_checkpoint.save(files, folder / "files")
+        chute_checkpoint.save(mix, folder / "mix")
         with ocp.CheckpointManager(folder / "orbax") as manager:
             manager.save(1, args=chute_checkpoint.CheckpointSave(orbax))
             manager.wait_until_finished()
