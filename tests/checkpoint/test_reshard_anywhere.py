@@ -306,3 +306,50 @@ def test_what_a_restore_would_refuse_is_refused_when_the_pipeline_is_built(tail)
     with pytest.raises(ReshardError) as restored:
         reshard(documents, 3)
     assert str(built.value) == str(restored.value)
+
+
+def _with_index(index, x):
+    return index * 1000 + x
+
+
+REFUSED_AFTER = {
+    "window_shuffle": lambda ds: ds.window_shuffle(3, seed=1),
+    "flat_map": lambda ds: ds.flat_map(_negated),
+    "map_with_index": lambda ds: ds.map_with_index(_with_index),
+    "rebatch": lambda ds: ds.batch(2).rebatch(3),
+    "unbatch": lambda ds: ds.batch(2).unbatch(),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    pipelines(),
+    st.one_of(st.none(), st.sampled_from(sorted(REFUSED_AFTER))),
+    COUNTS,
+    COUNTS,
+    st.data(),
+)
+def test_check_reshardable_agrees_with_every_restore(pipeline, refused, old, new, data):
+    """What a restore on another count refuses, `check_reshardable` refuses when built."""
+    make, _ = pipeline
+
+    def built(index, count):
+        ds = make(index, count)
+        return ds if refused is None else REFUSED_AFTER[refused](ds)
+
+    try:
+        chute.checkpoint.check_reshardable(iter(built(0, old)))
+        at_build = None
+    except ReshardError as error:
+        at_build = str(error)
+    olds = [iter(built(i, old)) for i in range(old)]
+    for it in olds:
+        for _ in range(data.draw(st.integers(0, 4), label="stop")):
+            next(it, None)
+    try:
+        reshard([make_document(it, i, old) for i, it in enumerate(olds)], new)
+        at_restore = None
+    except ReshardError as error:
+        at_restore = str(error)
+    assert at_build == at_restore
+    assert (at_build is None) == (refused is None)
