@@ -64,7 +64,13 @@ def mix_plan(
     components = [MIX_STATES.components(mixture) or [] for mixture in mixtures]
     inputs = stages[0]["inputs"]
     for document, parts in zip(documents, components, strict=True):
-        theirs = document["pipeline"]["stages"][0].get("inputs", [])
+        own = document["pipeline"]["stages"]
+        if not own or own[0]["op"] != stages[0]["op"]:
+            raise ReshardError(
+                f"state {document['process_index']} is of a different pipeline than state 0; "
+                "reshard only the states of one training run."
+            )
+        theirs = own[0].get("inputs", [])
         if len(parts) != len(inputs) or len(theirs) != len(inputs):
             raise ReshardError(
                 f"state {document['process_index']}: the mixture has {len(parts)} component "
