@@ -296,7 +296,10 @@ def _quiet(folder):
 @pytest.mark.parametrize("end", ["close", "drop"])
 def test_closing_or_dropping_cancels_the_tasks_not_yet_started(tmp_path, end):
     folder = str(tmp_path)
-    ds = chute.MapDataset.range(200).to_iter_dataset().map(RecordEach(folder, 0.2))
+    # A chunk takes 1 s: longer than closing or collecting the iterator takes on a loaded
+    # 2-core machine, so each worker starts at most one chunk after it (0.4 s chunks
+    # once let a worker start two in a full CI run).
+    ds = chute.MapDataset.range(200).to_iter_dataset().map(RecordEach(folder, 0.5))
     it = iter(ds.ray_prefetch(_ray(2, per_worker_buffer_size=4), chunk_size=2))
     assert [next(it), next(it)] == [0, 1]  # Chunk 0; chunks 1..7 are in flight.
     assert len(it._tasks.futures) == 7
