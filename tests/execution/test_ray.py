@@ -139,17 +139,13 @@ def test_sharded_states_under_ray_reshard_to_another_process_count():
     assert sorted(x[0] for x in seen + rest) == list(range(48))  # Nothing lost or repeated.
 
 
-def _keep_not_fives(x):
-    return x % 5 != 0
-
-
 def test_states_under_ray_stopped_unevenly_continue_exactly_once_on_other_counts():
     def pipeline(index, count):
         ds = chute.MapDataset.range(60).seed(9).shuffle().shard(index, count).to_iter_dataset()
-        return ds.filter(_keep_not_fives).ray_prefetch(_ray(1), chunk_size=4).batch(3)
+        return ds.filter(_is_odd).ray_prefetch(_ray(1), chunk_size=4).batch(3)
 
     run = chute.testing.assert_reshards(pipeline, 3, [2, 4], seed=1, records=chute.testing.rows)
-    assert run.records == 48 and all(len(set(stops)) > 1 for stops in run.stops)
+    assert run.records == 30 and all(len(set(stops)) > 1 for stops in run.stops)
 
 
 def test_the_data_loader_on_ray_equals_the_one_on_local_workers():
@@ -296,9 +292,7 @@ def _quiet(folder):
 @pytest.mark.parametrize("end", ["close", "drop"])
 def test_closing_or_dropping_cancels_the_tasks_not_yet_started(tmp_path, end):
     folder = str(tmp_path)
-    # A chunk takes 1 s: longer than closing or collecting the iterator takes on a loaded
-    # 2-core machine, so each worker starts at most one chunk after it (0.4 s chunks
-    # once let a worker start two in a full CI run).
+    # 1 s chunks: longer than closing or collecting the iterator takes under load.
     ds = chute.MapDataset.range(200).to_iter_dataset().map(RecordEach(folder, 0.5))
     it = iter(ds.ray_prefetch(_ray(2, per_worker_buffer_size=4), chunk_size=2))
     assert [next(it), next(it)] == [0, 1]  # Chunk 0; chunks 1..7 are in flight.
