@@ -10,6 +10,8 @@ user's code should use the names of `chute_core` (or `chute`) instead.
 - Forking safely: `fork_refusal`, `forking`, `map_in_fork`, `thread_count`, and
   `quiet_during_forks` / `threads_quieted` for chute's own background threads.
 - Shared-memory files: their folder, names, owners, creation and clean-up.
+- `COUNTERS`: the process's running totals of requests, bytes and cache hits that
+  metrics report (`Counters`, and the counters' names).
 - `distinct`: the sorted distinct values of an integer array.
 - `lazy_attributes`: a package's names loaded on first use (slow imports wait).
 - The resume check every checkpointable iterator passes: `assert_resumes`, with
@@ -44,6 +46,18 @@ from ._checks import (
     state_position,
     state_value,
 )
+from ._counters import (
+    CACHE_HITS,
+    CACHE_MISSES,
+    COUNTERS,
+    DEVICE_BYTES,
+    SHM_BYTES,
+    STORAGE_BYTES,
+    STORAGE_REQUESTS,
+    STORAGE_RETRIES,
+    CounterKey,
+    Counters,
+)
 from ._distinct import distinct
 from ._error_budget import KEEP, ErrorLedger, Key, active_ledger, ledger_scope
 from ._fork import (
@@ -71,11 +85,21 @@ from ._shm import (
 )
 
 __all__ = [
+    "CACHE_HITS",
+    "CACHE_MISSES",
+    "COUNTERS",
+    "DEVICE_BYTES",
     "KEEP",
     "MAX_SEED",
+    "SHM_BYTES",
     "SHM_DIR_ENV",
     "SHM_PREFIX",
+    "STORAGE_BYTES",
+    "STORAGE_REQUESTS",
+    "STORAGE_RETRIES",
     "UNSAFE_MODULES",
+    "CounterKey",
+    "Counters",
     "ErrorLedger",
     "Key",
     "active_ledger",

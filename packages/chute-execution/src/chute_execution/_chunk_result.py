@@ -26,18 +26,22 @@ class ChunkResult(NamedTuple):
         skips: the elements skipped under an error budget (see `Skip`).
         times: with `ChunkPlan.timed`, a `StageTime` per stage (the reader, then each
             op), else empty.
+        counts: from a worker process running a timed plan, what its
+            `chute_core.internal.COUNTERS` grew by since its last result (requests,
+            bytes, cache hits; the consumer adds them to its own), else None.
 
     Example:
         >>> from chute_execution import ChunkPlan
         >>> result = ChunkPlan(range(10), chunk_size=4, timed=True).run(2)
-        >>> result.outputs, result.origins, result.skips, len(result.times)
-        ([8, 9], [(8,), (9,)], (), 1)
+        >>> result.outputs, result.origins, result.skips, len(result.times), result.counts
+        ([8, 9], [(8,), (9,)], (), 1, None)
     """
 
     outputs: Any
     origins: Sequence[tuple[int, ...] | None]
     skips: tuple[Skip, ...] = ()
     times: tuple[StageTime, ...] = ()
+    counts: dict[tuple[str, tuple[tuple[str, str], ...]], float] | None = None
 
 
 class ConsecutiveOrigins(Sequence[tuple[int, ...]]):

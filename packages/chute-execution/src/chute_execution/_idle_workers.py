@@ -30,7 +30,15 @@ from ._mp_options import MultiprocessingOptions
 from ._worker import READY
 from ._worker_stop import JOIN_SECONDS, ask, finish, linger, reap_lingering
 
-__all__ = ["PARK", "IdleGroup", "claim", "park", "reuse_key", "stop_idle_workers"]
+__all__ = [
+    "PARK",
+    "IdleGroup",
+    "claim",
+    "park",
+    "parked_count",
+    "reuse_key",
+    "stop_idle_workers",
+]
 
 PARK = "park"
 """The first item of the message that parks a worker: `(PARK, seconds)`."""
@@ -72,6 +80,11 @@ def _forget_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def parked_count() -> int:
+    """How many workers wait parked now (read without the lock: a moment old at worst)."""
+    return sum(len(group.processes) for group in list(_IDLE))
 
 
 def reuse_key(options: MultiprocessingOptions, shipped_init: bytes | None) -> Key | None:

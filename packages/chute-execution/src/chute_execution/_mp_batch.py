@@ -77,13 +77,13 @@ class MultiprocessBatchIter(IterNode[Any]):
         if self._cached is None or self._cached[0] != chunk:
             self._failure = None
             try:
-                stacked, origins, skips, _ = self._chunks.chunk_result(chunk)
+                stacked, origins, skips, *_ = self._chunks.chunk_result(chunk)
             except (WorkerDiedError, WorkerTimeoutError, InvalidStateError):
                 raise
             except Exception as error:
                 # The rows before the failure are handed out first, as without workers.
                 replay = self._chunks.replay_for(chunk)
-                outputs, origins, skips, _ = outputs_before(self._plan, chunk, error, replay)
+                outputs, origins, skips, *_ = outputs_before(self._plan, chunk, error, replay)
                 stacked, self._failure = Unstacked(outputs), error
             if stacked is None:
                 rows = 0
@@ -155,6 +155,15 @@ class MultiprocessBatchIter(IterNode[Any]):
         self._chunks.set_state(parent)  # Validates, and forgets work in flight.
         self._chunk, self._offset = self._chunks.cursor()
         self._cached = None
+
+    @property
+    def observer(self) -> Callable[[tuple[tuple[int, float], ...]], None] | None:
+        """Told each chunk's stage times as they arrive (metrics); see the prefetch's."""
+        return self._chunks.observer
+
+    @observer.setter
+    def observer(self, value: Callable[[tuple[tuple[int, float], ...]], None] | None) -> None:
+        self._chunks.observer = value
 
     def stage_times(self) -> list[tuple[int, float]]:
         """Per stage of the workers' plan: elements and seconds (see the prefetch's)."""

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from chute_core import ChuteError, InvalidStateError, IteratorState, StageTraits, declare_op
-from chute_core.internal import active_ledger, state_dict, state_int
+from chute_core.internal import COUNTERS, active_ledger, state_dict, state_int
 from chute_samplers import IterNode
 from chute_samplers.internal import Frontier
 
@@ -109,6 +109,7 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
         self._heard: list[float] = []  # Per worker: when its last result came.
         self._in_flight: list[collections.deque[tuple[int, int]]] = []
         self._stage_times: list[list[Any]] = []
+        self.observer: Callable[[tuple[tuple[int, float], ...]], None] | None = None  # Metrics
         self._ledger = active_ledger()
         self._skips: tuple[Skip, ...] = ()  # Of the current chunk, not yet charged.
         self._skip_at = sys.maxsize  # The output before which the next skip is charged.
@@ -173,12 +174,12 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
                 self.close()
                 raise StopIteration
             try:
-                outputs, origins, skips, _ = self.chunk_result(self._chunk)
+                outputs, origins, skips, *_ = self.chunk_result(self._chunk)
             except (WorkerDiedError, WorkerTimeoutError, InvalidStateError):
                 raise
             except Exception as error:
                 replay = self.replay_for(self._chunk)
-                outputs, origins, skips, _ = outputs_before(self._plan, span, error, replay)
+                outputs, origins, skips, *_ = outputs_before(self._plan, span, error, replay)
                 if self._offset >= len(outputs):
                     self.set_skips(skips)
                     self.charge_skips(len(outputs))
@@ -288,7 +289,7 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
         else:
             result = self._remote_result(chunk)
         if result.times:
-            self._add_times(result.times)
+            self._add_times(result)
         return result
 
     def span_of(self, chunk: int) -> tuple[int, int]:
@@ -332,10 +333,14 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
             self.close()
             raise
 
-    def _add_times(self, times: tuple[tuple[int, float], ...]) -> None:
+    def _add_times(self, result: ChunkResult) -> None:
+        if result.counts:
+            COUNTERS.merge(result.counts)
+        if self.observer is not None:
+            self.observer(result.times)
         if not self._stage_times:
-            self._stage_times = [[0, 0.0] for _ in times]
-        for total, (elements, seconds) in zip(self._stage_times, times, strict=True):
+            self._stage_times = [[0, 0.0] for _ in result.times]
+        for total, (elements, seconds) in zip(self._stage_times, result.times, strict=True):
             total[0] += elements
             total[1] += seconds
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from ._chunk_cancel import ChunkCancelled
 from ._ray_board import still_wanted
-from ._worker import WorkerFailure, load_plan
+from ._worker import WorkerFailure, counted, load_plan
 
 __all__ = ["run_chunk"]
 
@@ -57,7 +57,8 @@ def run_chunk(
             while len(_PLANS) >= _KEEP:
                 _PLANS.pop(next(iter(_PLANS)))
             _PLANS[key] = plan
-        return "ok", plan.run(chunk, replay=replay, cancelled=lambda: not still_wanted(*wanted))
+        result = plan.run(chunk, replay=replay, cancelled=lambda: not still_wanted(*wanted))
+        return "ok", counted(plan, result)
     except ChunkCancelled:
         return "cancelled", None
     except Exception as error:

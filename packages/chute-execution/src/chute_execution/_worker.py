@@ -28,7 +28,12 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
-from chute_core.internal import reclaim_orphaned_segments, release_owner, remove_own_segments
+from chute_core.internal import (
+    COUNTERS,
+    reclaim_orphaned_segments,
+    release_owner,
+    remove_own_segments,
+)
 from chute_sources.internal import read_one_by_one
 
 from ._chunk_trace import ChunkTrace
@@ -220,13 +225,21 @@ def _run(plan: Any, chunk: Any, writer: SlabWriter, replay: Any, trace: Any = No
     if trace is not None and arena is not None:
         trace.slab_taken()
     if arena is None:
-        return writer.write(plan.run(chunk, replay=replay, trace=trace))
+        return writer.write(counted(plan, plan.run(chunk, replay=replay, trace=trace)))
     try:
         result = plan.run(chunk, arena.empty, replay, trace=trace)
     except BaseException:
         arena.abandon()
         raise
-    return writer.write(result, arena=arena)
+    return writer.write(counted(plan, result), arena=arena)
+
+
+def counted(plan: Any, result: Any) -> Any:
+    """`result`, carrying what this process counted since its last one (timed plans)."""
+    if not getattr(plan, "timed", False):
+        return result
+    counts = COUNTERS.take()
+    return result._replace(counts=counts) if counts else result
 
 
 def _load(data: bytes, what: str, worker: int) -> Any:
@@ -283,6 +296,7 @@ def worker_main(
     consumer to keep (`SlabPool`); any other end unlinks them.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    COUNTERS.mark()  # What a forked worker inherited is the consumer's own.
     writers: list[SlabWriter] = []  # The writer, once made: SIGTERM frees its slabs.
     exiting = threading.Lock()
     _exit_cleanly_on_sigterm(writers, exiting)

@@ -14,6 +14,8 @@ Stable between chute's own packages of one release; may change between releases.
   out as a view into a slab rather than copied.
 - `complete_event`, `lay_out`, `STAGES_TID_OFFSET`: trace events of this process, for
   the meta-package's traced iterator (`ds.iter(trace=...)`).
+- `health`, `Health`, `parked_workers`: a prefetching iterator's buffer and workers
+  now, and the workers parked for the next iterator (live metrics).
 - `CHUNK_POSITIONS`: the layout of the workers' `{"position", "offset"}` state (and of
   older versions' `{"chunk", "offset"}`), for resharding.
 
@@ -25,6 +27,7 @@ Example:
 
 from ._chunk_positions import CHUNK_POSITIONS, THROUGH
 from ._fork_start import thread_count
+from ._health import Health, health, parked_workers
 from ._leases import LEASE_MIN_BYTES
 from ._trace import STAGES_TID_OFFSET, complete_event, lay_out
 from ._transport import DEFAULT_SLAB_SIZE, SlabReader, SlabWriter
@@ -37,13 +40,16 @@ __all__ = [
     "LEASE_MIN_BYTES",
     "STAGES_TID_OFFSET",
     "THROUGH",
+    "Health",
     "Slab",
     "SlabReader",
     "SlabWriter",
     "WorkerPool",
     "add_preload",
     "complete_event",
+    "health",
     "lay_out",
+    "parked_workers",
     "thread_count",
     "warm_up",
 ]

@@ -75,6 +75,7 @@ from chute_transforms import batch_elements as batch_elements
 
 from . import checkpoint as checkpoint
 from . import experimental as experimental
+from . import metrics as metrics
 from . import testing as testing
 from ._data_loader import DataLoader as DataLoader
 from ._element_spec import ShapeDtypeStruct as ShapeDtypeStruct
@@ -215,6 +216,7 @@ __all__ = [
     "encode_record",
     "experimental",
     "free_idle_slabs",
+    "metrics",
     "pick_performance_config",
     "stop_idle_workers",
     "testing",

@@ -24,6 +24,7 @@ from ._debug import SWITCHES, show_pipeline
 from ._describe import describe
 from ._element_spec import spec_of
 from ._factories import Factory, OpFactory
+from ._metrics_meter import metered, metrics_label
 from ._pipeline import Stage, render, stage_seed
 from ._progress import ProgressIterator
 from ._stats import RECORDER, Recorder
@@ -94,6 +95,7 @@ class IterBase(Lineage, abc.ABC, Generic[T]):
         stats: bool = False,
         progress: bool = False,
         trace: str | os.PathLike[str] | TraceOptions | None = None,
+        metrics: str | bool | None = None,
     ) -> IterNode[T]:
         """A new iterator; optionally with per-stage statistics, a progress bar, a trace.
 
@@ -111,6 +113,11 @@ class IterBase(Lineage, abc.ABC, Generic[T]):
                 `close()` and garbage collection, and by `iterator.write_trace()`.
                 Times stages as `stats` does (and `stats()` works), plus a few us per
                 `next()` and per chunk.
+            metrics: meter the iterator for live metrics (`chute.metrics`) under this
+                `pipeline` label; True: under the pipeline's own label (the same for
+                the same pipeline); False: not at all; None (default): as
+                `chute.metrics.serve()` / `enable()` or `$CHUTE_METRICS_PORT` say.
+                Times stages as `stats` does.
 
         Raises:
             TypeError: `trace` is not a path or `TraceOptions`.
@@ -128,8 +135,11 @@ class IterBase(Lineage, abc.ABC, Generic[T]):
         if trace is not None:
             options = trace if isinstance(trace, TraceOptions) else TraceOptions(trace)
         logged = SWITCHES.stats  # Debug mode (`chute.grain.config`): time and log.
-        timing = stats or logged or options is not None
+        label = metrics_label(metrics, lambda: render("IterDataset", self._stages))
+        timing = stats or logged or options is not None or label is not None
         clocks = Recorder(_debug.LOG_EVERY if logged else None) if timing else None
+        if clocks is not None and label is not None:
+            metered(clocks, label)
         tracer = None if options is None else TraceRecorder(options.max_events)
         token = RECORDER.set(clocks)
         try:

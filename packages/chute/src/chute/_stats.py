@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import time
+import weakref
 from typing import Any
 
 from chute_execution import StageClock
@@ -100,21 +101,45 @@ class Stats:
 
 
 class Recorder:
-    """Collects the stages' clocks; nested calls subtract their time from the caller's."""
+    """Collects the stages' clocks; nested calls subtract their time from the caller's.
+
+    It holds the clocks (and the iterators it reads) weakly: each clock holds it, and
+    a prefetch thread holds the clocks before it, so strong references back would keep
+    an abandoned iterator (and that thread) alive for good. The pipeline's last clock
+    holds the others through the chain of stages.
+    """
 
     def __init__(self, log_every: float | None = None) -> None:
-        self.stages: list[_Timed] = []
+        self._stages: list[weakref.ref[_Timed]] = []
         self.stack: list[float] = []
         self.started: float | None = None
         self.log_every = log_every  # Seconds between logged summaries (None: never log).
         self.logged_at: float | None = None
         self.ended = False
-        self.skippers: list[SkipErrorsIter[Any]] = []
-        self.workers: list[tuple[_Timed, tuple[str, ...], Any, int]] = []
+        self._skippers: list[weakref.ref[SkipErrorsIter[Any]]] = []
+        self._workers: list[tuple[weakref.ref[_Timed], tuple[str, ...], weakref.ref[Any], int]] = []
+        self.meter: Any = None  # With metrics on: the `_metrics_meter.Meter`.
+        self.clock: type[_Timed] = _Timed  # What times each stage.
+
+    @property
+    def stages(self) -> list[_Timed]:
+        """The clocks of the stages, in the order they were made (inputs first)."""
+        return [clock for ref in self._stages if (clock := ref()) is not None]
+
+    def add_stage(self, clock: _Timed) -> None:
+        """Adds the clock of the pipeline's next stage."""
+        self._stages.append(weakref.ref(clock))
+
+    def add_skipper(self, skipper: SkipErrorsIter[Any]) -> None:
+        """A `skip_errors` stage, whose failures `stats()` counts."""
+        self._skippers.append(weakref.ref(skipper))
 
     def add_workers(self, names: tuple[str, ...], iterator: Any, num_workers: int) -> None:
         """Stages of a plan that `iterator` runs in workers, just before its own stage."""
-        self.workers.append((self.stages[-1], names, iterator, num_workers))
+        owner = self.stages[-1]
+        self._workers.append((weakref.ref(owner), names, weakref.ref(iterator), num_workers))
+        if self.meter is not None:
+            self.meter.on_workers(names, iterator, num_workers, getattr(owner, "cell", None))
 
     def stats(self) -> Stats:
         """A snapshot of the statistics."""
@@ -123,8 +148,9 @@ class Recorder:
         for clock in self.stages:
             own = StageStats(clock.name, clock.elements, clock.seconds)
             own.padding = getattr(clock.inner, "padding_fraction", None)
-            for owner, names, iterator, workers in self.workers:
-                if owner is not clock:
+            for owner, names, iterator_ref, workers in self._workers:
+                iterator = iterator_ref()
+                if owner() is not clock or iterator is None:
                     continue
                 times = iterator.stage_times()
                 where = f"[{workers} workers]" if workers else "[in mp_prefetch]"
@@ -134,7 +160,8 @@ class Recorder:
                     own.seconds = max(0.0, own.seconds - sum(s for _, s in times))
                 own.waiting = bool(workers)
             stages.append(own)
-        skipped = sum(skipper.failures for skipper in self.skippers)
+        skippers = [skipper for ref in self._skippers if (skipper := ref()) is not None]
+        skipped = sum(skipper.failures for skipper in skippers)
         return Stats(tuple(stages), wall, skipped)
 
 
@@ -205,7 +232,7 @@ def timed(iterator: Any, name: str) -> Any:
     if recorder is None:
         return iterator
     if isinstance(iterator, SkipErrorsIter):
-        recorder.skippers.append(iterator)
-    clock = _Timed(iterator, name, recorder)
-    recorder.stages.append(clock)
+        recorder.add_skipper(iterator)
+    clock = recorder.clock(iterator, name, recorder)
+    recorder.add_stage(clock)
     return clock
