@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from chute_core import CorruptRecordError
-from chute_core.internal import check_int
+from chute_core.internal import CACHE_HITS, CACHE_MISSES, COUNTERS, check_int
 
 from ._base import Source
 from ._parquet_index import (
@@ -48,7 +48,8 @@ class ParquetSource(Source[ParquetRecord]):
     row group into Arrow memory, and keeps it in a small LRU cache, so nearby reads
     are cheap; only the requested rows are converted to Python objects. Batched reads
     (`__getitems__`) decode each row group they touch once per call and return the
-    records in the order asked for.
+    records in the order asked for. Each read counts its row groups found in the cache
+    and decoded (`COUNTERS`' cache hits and misses, `cache="row_group"`).
 
     Thread safety: reads from several threads at once are safe. A thread never shares
     an open file with another while it reads (each read borrows a handle of its own),
@@ -130,7 +131,8 @@ class ParquetSource(Source[ParquetRecord]):
 
     def _read(self, index: int) -> ParquetRecord:
         group = self._index.locate(index)
-        table = self._row_group(group)
+        table, hit = self._row_group(group)
+        self._count(int(hit), int(not hit))
         row = index - int(self._index.starts[group])
         try:
             return table_rows(table.slice(row, 1), self._where(group))[0]
@@ -146,8 +148,10 @@ class ParquetSource(Source[ParquetRecord]):
         order = np.argsort(groups, kind="stable")
         boundaries = np.flatnonzero(np.diff(groups[order])) + 1
         records: list[Any] = [None] * keys.size
+        hits = 0
         for positions in np.split(order, boundaries):
-            table = self._row_group(int(groups[positions[0]]))
+            table, hit = self._row_group(int(groups[positions[0]]))
+            hits += hit
             group = int(groups[positions[0]])
             try:
                 taken = table_rows(table.take(arrow_indices(rows[positions])), self._where(group))
@@ -158,7 +162,16 @@ class ParquetSource(Source[ParquetRecord]):
                 ) from error
             for position, record in zip(positions.tolist(), taken, strict=True):
                 records[position] = record
+        self._count(hits, len(boundaries) + 1 - hits)
         return records
+
+    def _count(self, hits: int, misses: int) -> None:
+        """Counts row group lookups in `COUNTERS` (label `cache="row_group"`), once per read."""
+        if self._cache_row_groups > 0:
+            if hits:
+                COUNTERS.add(CACHE_HITS, hits, cache="row_group")
+            if misses:
+                COUNTERS.add(CACHE_MISSES, misses, cache="row_group")
 
     def _located(
         self, error: CorruptRecordError, group: int, table: Any, rows: list[int], keys: list[int]
@@ -177,14 +190,14 @@ class ParquetSource(Source[ParquetRecord]):
         file = self._index.files[int(self._index.group_file[group])]
         return f"ParquetSource: {file}, row group {int(self._index.group_local[group])}"
 
-    def _row_group(self, group: int) -> Any:
-        """Returns global row group `group` decoded, from the cache or from its file."""
+    def _row_group(self, group: int) -> tuple[Any, bool]:
+        """Global row group `group` decoded, from the cache or from its file; whether cached."""
         file = int(self._index.group_file[group])
         with self._lock:
             table = self._cache.get(group)
             if table is not None:
                 self._cache.move_to_end(group)
-                return table
+                return table, True
             handles = self._idle_handles.get(file)
             handle = handles.pop() if handles else None
             if handle is not None:
@@ -209,7 +222,7 @@ class ParquetSource(Source[ParquetRecord]):
                 self._cache.move_to_end(group)
                 while len(self._cache) > self._cache_row_groups:
                     self._cache.popitem(last=False)
-        return table
+        return table, False
 
     def prefetch(self, record_keys: Sequence[int]) -> None:
         """Starts fetching the row groups that reading `record_keys` needs (a hint).

@@ -36,6 +36,8 @@ import logging
 import os
 from collections.abc import Iterator
 
+from chute_core.internal import CACHE_HITS, CACHE_MISSES, COUNTERS
+
 from ._cache_files import (
     holds,
     new_temporary,
@@ -112,7 +114,9 @@ class ShardCache:
         """The path of a complete, verified local copy of `info`, downloaded if needed.
 
         The entry cannot be evicted while the `with` block runs: open the file inside
-        it (an open file stays readable after eviction).
+        it (an open file stays readable after eviction). Counts a cache miss (label
+        `cache="shard"`) if this call downloaded the object, else a hit (also when
+        another process downloaded it meanwhile).
 
         Raises:
             ObjectChangedError: the copy had to be downloaded again and the object was
@@ -123,9 +127,11 @@ class ShardCache:
         private_folder(os.path.dirname(files.entry))
         fd = holds(files.lock, fcntl.LOCK_SH)
         try:
+            downloaded = False
             if not self._verified(files, info):
                 fcntl.flock(fd, fcntl.LOCK_EX)  # Waits for a download or check under way.
-                self._make_good(files, info, client)
+                downloaded = self._make_good(files, info, client)
+            COUNTERS.add(CACHE_MISSES if downloaded else CACHE_HITS, cache="shard")
             with contextlib.suppress(FileNotFoundError):
                 os.utime(files.record)  # The last use, for LRU eviction.
             yield files.entry
@@ -144,10 +150,13 @@ class ShardCache:
             return False
         return status.st_size == info.size and stamp_of(status) == record.stamp
 
-    def _make_good(self, files: _Files, info: ObjectInfo, client: ObjectClient) -> None:
-        """Verifies the entry by its bytes, or downloads it again (the lock held exclusively)."""
+    def _make_good(self, files: _Files, info: ObjectInfo, client: ObjectClient) -> bool:
+        """Verifies the entry by its bytes, or downloads it again (the lock held exclusively).
+
+        Returns whether it downloaded.
+        """
         if self._verified(files, info):
-            return  # Downloaded or checked by another process meanwhile.
+            return False  # Downloaded or checked by another process meanwhile.
         try:
             status: os.stat_result | None = os.stat(files.entry)
         except FileNotFoundError:
@@ -155,7 +164,7 @@ class ShardCache:
         if status is not None:
             problem = self._check_bytes(files, info, status)
             if problem is None:
-                return
+                return False
             _log.warning(
                 "chute: the shard cache's copy %s of %s %s; downloading it again.",
                 files.entry,
@@ -167,6 +176,7 @@ class ShardCache:
                 os.unlink(path)
         self._download(files, info, client)
         self.evict(keep=files.entry)
+        return True
 
     def _check_bytes(self, files: _Files, info: ObjectInfo, status: os.stat_result) -> str | None:
         """None if the entry holds the recorded bytes (then stamped anew); else what is wrong."""

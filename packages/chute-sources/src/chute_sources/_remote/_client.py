@@ -3,7 +3,8 @@
 One client per `StorageOptions` per process (`client_for`); its connections are made
 again in a forked or spawned worker, never shared with the parent. obstore's own
 retries are off: `with_retries` retries, so that errors name the URL, the byte range
-and the attempts.
+and the attempts; it also counts each request (`chute_core.internal.COUNTERS`), and
+the reads here count the body bytes they receive.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from chute_core import ObjectStorageError, SourceFileNotFoundError
+from chute_core.internal import COUNTERS, STORAGE_BYTES
 
 from ._listing import StorePages, list_folder
 from ._options import StorageOptions
@@ -240,6 +242,7 @@ class ObjectClient:
             options["if_match"] = info.version
         result = obstore.get(self.store(location), location.key, options=options)
         data = result.bytes()
+        COUNTERS.add(STORAGE_BYTES, len(data))
         if len(data) != end - start:
             raise ConnectionError(
                 f"short read: {len(data)} bytes of {end - start} (connection cut)"
@@ -292,6 +295,7 @@ class ObjectClient:
             for piece in result.stream(min_chunk_size=_CHUNK):
                 file.write(piece)
                 written += len(piece)
+                COUNTERS.add(STORAGE_BYTES, len(piece))
             if written != info.size:
                 raise ConnectionError(f"short body: {written} of {info.size} bytes")
 

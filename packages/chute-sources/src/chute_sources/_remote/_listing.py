@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from chute_core import ObjectStorageError, SourceFileNotFoundError
+from chute_core.internal import COUNTERS, STORAGE_REQUESTS
 
 from ._keys import key_problem, keys_in_error, problem_folder, problem_kind, skip_offset
 from ._options import StorageOptions
@@ -159,11 +160,16 @@ class StorePages:
             stream = obstore.list(
                 self.store, prefix=folder or None, offset=offset, chunk_size=_PAGE
             )
+            pages, failed = 0, True  # A chunk of `_PAGE` objects is a page, one request.
             try:
                 for chunk in stream:
+                    pages += 1
                     metas.extend(chunk)
+                failed = False
             except InvalidPathError as error:
                 return self._bad_key(error, folder, offset)
+            finally:
+                _more_pages(pages + failed)  # A page that failed was a request too.
             return None
 
         bad = with_retries(attempt, Request("LIST", self.url(folder)), self.options)
@@ -194,6 +200,8 @@ class StorePages:
         result = with_retries(attempt, Request("LIST", self.url(folder)), self.options)
         if result is None:
             return None
+        # obstore gathers every page: objects and sub-folders count toward a page's 1,000.
+        _more_pages(-(-(len(result["objects"]) + len(result["common_prefixes"])) // _PAGE))
         return list(result["objects"]), [f"{p}/" for p in result["common_prefixes"]]
 
     def head(self, key: str) -> Meta | None:
@@ -207,3 +215,9 @@ class StorePages:
         except SourceFileNotFoundError:
             return None
         return meta
+
+
+def _more_pages(pages: int) -> None:
+    """Counts the requests of a listing of `pages` pages beyond the first (`with_retries`'s)."""
+    if pages > 1:
+        COUNTERS.add(STORAGE_REQUESTS, pages - 1, op="list")

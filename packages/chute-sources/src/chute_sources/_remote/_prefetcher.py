@@ -13,6 +13,8 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from chute_core.internal import CACHE_HITS, CACHE_MISSES, COUNTERS
+
 from ._client import ObjectInfo, client_for
 from ._options import StorageOptions
 
@@ -74,7 +76,15 @@ class RangePrefetcher:
         return True
 
     def take(self, info: ObjectInfo, start: int, end: int) -> Any | None:
-        """The bytes of `[start, end)` if held or under way (waits for them), else None."""
+        """The bytes of `[start, end)` if held or under way (waits for them), else None.
+
+        Counts a cache hit (label `cache="range"`) when it gives bytes, else a miss.
+        """
+        data = self._held(info, start, end)
+        COUNTERS.add(CACHE_MISSES if data is None else CACHE_HITS, cache="range")
+        return data
+
+    def _held(self, info: ObjectInfo, start: int, end: int) -> Any | None:
         key = (info.url, start, end)
         with self._lock:
             future = self._ranges.get(key)

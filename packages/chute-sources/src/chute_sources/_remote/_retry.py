@@ -16,6 +16,7 @@ from chute_core import (
     ObjectStorageReadError,
     SourceFileNotFoundError,
 )
+from chute_core.internal import COUNTERS, STORAGE_REQUESTS, STORAGE_RETRIES
 
 from ._options import StorageOptions
 
@@ -161,6 +162,11 @@ def with_retries(
 ) -> T:
     """`call()`, retried on transient failures up to `options.max_attempts` times.
 
+    Every request to a store passes here: each attempt counts one request (label `op`:
+    `request.verb` in lower case) and each attempt after a failure one retry, in
+    `chute_core.internal.COUNTERS`. (`call()` counts the bytes it reads itself, and
+    requests beyond its first, as for the later pages of a listing.)
+
     Raises:
         ObjectStorageReadError: the last of `options.max_attempts` attempts failed
             transiently; names the URL, the byte range and the attempts.
@@ -168,7 +174,9 @@ def with_retries(
             that retrying cannot fix, at once.
     """
     rng = rng or random.Random()
+    op = request.verb.lower()
     for attempt in range(1, options.max_attempts + 1):
+        COUNTERS.add(STORAGE_REQUESTS, op=op)
         try:
             return call()
         except Exception as error:
@@ -187,4 +195,5 @@ def with_retries(
                     attempt,
                 ) from error
             sleep(backoff_delay(attempt, options, rng))
+            COUNTERS.add(STORAGE_RETRIES)
     raise AssertionError("unreachable")  # pragma: no cover
