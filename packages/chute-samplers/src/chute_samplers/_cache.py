@@ -15,7 +15,16 @@ from chute_core import (
     StageTraits,
     declare_op,
 )
-from chute_core.internal import check_dataset, state_bool, state_dict, state_int, state_parent
+from chute_core.internal import (
+    CACHE_HITS,
+    CACHE_MISSES,
+    COUNTERS,
+    check_dataset,
+    state_bool,
+    state_dict,
+    state_int,
+    state_parent,
+)
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
@@ -24,6 +33,10 @@ from ._node import EpochArray, MapNode, PositionArray, fetch
 __all__ = ["CACHE", "CacheIter", "CacheMap"]
 
 T = TypeVar("T")
+
+_REPORT = 1024
+"""`CacheIter` adds to `COUNTERS` once per this many elements (an addition costs ~9 of
+its replayed elements), at the end of each pass and on `set_state`."""
 
 
 class CacheMap(MapNode[T]):
@@ -34,6 +47,9 @@ class CacheMap(MapNode[T]):
     is always read in epoch 0, so a cached position is the same element in every
     epoch whichever epoch read it first (a `ShuffleMap` above still reorders each
     epoch; a random stage below is drawn once).
+
+    Counts, per read, the positions read from the parent as cache misses (label
+    `cache="map"`) and the others as hits.
 
     Args:
         parent: a node, source or sequence.
@@ -68,14 +84,18 @@ class CacheMap(MapNode[T]):
 
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T]:
         cache = self._cache
-        missing = sorted({p for p in positions.tolist() if p not in cache})
+        asked = positions.tolist()
+        missing = sorted({p for p in asked if p not in cache})
+        if len(missing) < len(asked):
+            COUNTERS.add(CACHE_HITS, len(asked) - len(missing), cache="map")
         if missing:
+            COUNTERS.add(CACHE_MISSES, len(missing), cache="map")
             wanted = np.array(missing, np.int64)
             for position, element in zip(
                 missing, fetch(self._parent, wanted, np.zeros(len(missing), np.uint64)), strict=True
             ):
                 cache[position] = element
-        return [cache[p] for p in positions.tolist()]
+        return [cache[p] for p in asked]
 
     def __repr__(self) -> str:
         return f"CacheMap({self._parent!r})"
@@ -94,6 +114,10 @@ class CacheIter(IterNode[T]):
     rebuilt by reading the parent from its start up to `p` (all of it if the state
     was taken while replaying).
 
+    Counts the elements served from memory as cache hits (label `cache="iter"`) and
+    those read from the parent (also to rebuild the cache on a restore) as misses, in
+    bulk: every 1,024 elements, at the end of each pass and on `set_state`.
+
     Args:
         parent: a finite checkpointable iterator at its start.
 
@@ -111,6 +135,8 @@ class CacheIter(IterNode[T]):
         self._position = 0
         self._filled = False
         self._replaying = False  # Whether the last element came from memory.
+        self._counted = 0  # The position up to which elements were counted.
+        self._count_at = _REPORT  # The position at which to count again.
 
     @property
     def origin(self) -> tuple[int, ...] | None:
@@ -120,18 +146,31 @@ class CacheIter(IterNode[T]):
     def __next__(self) -> T:
         if self._filled:
             if self._position >= len(self._cache):
+                self._count()
                 raise StopIteration
             self._position += 1
+            if self._position >= self._count_at:
+                self._count()
             return self._cache[self._position - 1]
         try:
             element = next(self._parent)
         except StopIteration:
+            self._count()
             self._filled = self._position == len(self._cache)
             raise
         if self._position == len(self._cache):
             self._cache.append(element)
         self._position += 1
+        if self._position >= self._count_at:
+            self._count()
         return element
+
+    def _count(self) -> None:
+        """Counts the elements returned since the last count: hits if replayed, else misses."""
+        served = self._position - self._counted
+        if served > 0:
+            COUNTERS.add(CACHE_HITS if self._filled else CACHE_MISSES, served, cache="iter")
+        self._counted, self._count_at = self._position, self._position + _REPORT
 
     def get_state(self) -> IteratorState:
         parent = self._start if self._filled else self._parent.get_state()
@@ -142,6 +181,7 @@ class CacheIter(IterNode[T]):
         position = state_int(self, checked, "position")
         filled = state_bool(self, checked, "filled")
         parent = state_parent(self, checked)
+        self._count()
         if filled and _as_json(parent) != _as_json(self._start):
             raise InvalidStateError(
                 f"{self!r}: state['parent'] of a filled cache is the parent's state at its "
@@ -156,7 +196,8 @@ class CacheIter(IterNode[T]):
                 )
             if not filled:  # Checks it (unused while the cache serves the stream).
                 self._parent.set_state(parent)
-            self._position = position
+            self._position = self._counted = position
+            self._count_at = position + _REPORT
             return
         # The cache must first be read from the parent's start: all of it, or `position`.
         previous = self._parent.get_state()
@@ -174,6 +215,7 @@ class CacheIter(IterNode[T]):
             self._parent.set_state(previous)  # A refused state moves nothing.
             raise
         self._cache, self._filled, self._position = cache, complete, position
+        self._counted, self._count_at = position, position + _REPORT
 
     def _read_from_start(self, count: int | None) -> tuple[list[T], bool]:
         """The parent's first `count` elements (None: all), and whether that is all of them.
@@ -183,17 +225,21 @@ class CacheIter(IterNode[T]):
         """
         self._parent.set_state(self._start)
         cache: list[T] = []
-        while count is None or len(cache) < count:
-            try:
-                cache.append(next(self._parent))
-            except StopIteration:
-                if count is not None:
-                    raise InvalidStateError(
-                        f"{self!r}: state['position'] = {count} is past the {len(cache)} "
-                        "elements of the stream; the state belongs to another pipeline."
-                    ) from None
-                return cache, True
-        return cache, False
+        try:
+            while count is None or len(cache) < count:
+                try:
+                    cache.append(next(self._parent))
+                except StopIteration:
+                    if count is not None:
+                        raise InvalidStateError(
+                            f"{self!r}: state['position'] = {count} is past the {len(cache)} "
+                            "elements of the stream; the state belongs to another pipeline."
+                        ) from None
+                    return cache, True
+            return cache, False
+        finally:
+            if cache:  # Read from the parent: misses, though returned to nobody.
+                COUNTERS.add(CACHE_MISSES, len(cache), cache="iter")
 
     def __repr__(self) -> str:
         return f"CacheIter({len(self._cache)} cached, filled={self._filled})"
