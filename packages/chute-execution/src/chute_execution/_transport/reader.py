@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from chute_core.internal import COUNTERS, SHM_BYTES
+
 from .codec import SlabMessage, loads
 from .pool import POOL
 from .slab import Slab, slab_path, unlink_quietly
@@ -32,6 +34,11 @@ class SlabReader:
 
     When a writer's process ends, `forget_process` unmaps its slabs (and unlinks them if
     the process was killed and could not).
+
+    Each message read adds the bytes its writer put in shared memory for it (its
+    arrays' bytes) to `chute_core.internal.COUNTERS` (`SHM_BYTES`): counted here, in the
+    consumer, the process whose metrics report them, as the message arrives (a writer
+    in a worker counts after its result left: they would arrive a result late).
 
     Example:
         >>> import numpy as np
@@ -57,6 +64,7 @@ class SlabReader:
         """
         if not message.spans:
             return loads(message.data)
+        _count(message)
         source = self._attach(message).array if message.slab else np.empty(0, np.uint8)
         block = np.empty(message.packed, np.uint8)
         if message.packed:
@@ -103,6 +111,7 @@ class SlabReader:
             on_release()
             return result
         slab = self._attach(message)
+        _count(message)
         start = min(offset for offset, _ in large)
         region = slab.region(start, max(offset + size for offset, size in large))
         finalizer = weakref.finalize(region, on_release)
@@ -182,3 +191,9 @@ class SlabReader:
         if slab is not None:  # The writer replaced this slot's slab by a larger one.
             slab.close()
         return new
+
+
+def _count(message: SlabMessage) -> None:
+    """Counts the bytes of shared memory that carried `message` (its arrays' bytes)."""
+    if message.slab:
+        COUNTERS.add(SHM_BYTES, sum(size for _, size in message.spans))
