@@ -8,6 +8,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
+from chute_core.internal import COUNTERS, DEVICE_BYTES
+
 from ._sharding import row_split
 
 __all__ = ["Target", "put_batch"]
@@ -47,31 +49,43 @@ def put_batch(batch: Any, target: Target) -> Any:
     Strings (lists of `str`/`bytes` from batching) cannot live on devices and are
     returned unchanged.
 
+    Adds the bytes placed (the `nbytes` of the arrays made; of a global array, this
+    process's rows) to `chute_core.internal.COUNTERS` (`DEVICE_BYTES`), once per call.
+
     Example:
         >>> import jax, numpy as np
         >>> put_batch({"x": np.ones((2, 3)), "name": ["a", "b"]}, jax.devices()[0])["x"].shape
         (2, 3)
     """
+    placed = [0]  # Bytes put on devices, added to by each subtree.
     if _is_target(target):
-        return _put_tree(batch, target, "batch")
-    return jax.tree_util.tree_map_with_path(
-        lambda path, t, subtree: _put_tree(subtree, t, "batch" + jax.tree_util.keystr(path)),
-        target,
-        batch,
-        is_leaf=_is_target,
-    )
+        result = _put_tree(batch, target, "batch", placed)
+    else:
+        result = jax.tree_util.tree_map_with_path(
+            lambda path, t, subtree: _put_tree(
+                subtree, t, "batch" + jax.tree_util.keystr(path), placed
+            ),
+            target,
+            batch,
+            is_leaf=_is_target,
+        )
+    if placed[0]:
+        COUNTERS.add(DEVICE_BYTES, placed[0])
+    return result
 
 
-def _put_tree(tree: Any, target: Sharding | jax.Device, path: str) -> Any:
+def _put_tree(tree: Any, target: Sharding | jax.Device, path: str, placed: list[int]) -> Any:
     if isinstance(target, jax.Device) or target.is_fully_addressable:
-        return _put_local(tree, target)
+        return _put_local(tree, target, placed)
     split = row_split(target)  # Several processes: each leaf a global array of its own.
 
     def put(leaf: Any, where: str) -> Any:
         if not np.ndim(leaf):  # The same scalar on every process: a replicated array.
-            return jax.make_array_from_process_local_data(  # type: ignore[no-untyped-call]
+            scalar = jax.make_array_from_process_local_data(  # type: ignore[no-untyped-call]
                 _replicated(target), np.asarray(leaf), ()
             )
+            placed[0] += int(scalar.nbytes)
+            return scalar
         rows = np.shape(leaf)[0] if np.ndim(leaf) else None
         if rows is None or rows % split.count:
             raise ValueError(
@@ -82,9 +96,11 @@ def _put_tree(tree: Any, target: Sharding | jax.Device, path: str) -> Any:
             )
         global_rows = rows // split.count * split.blocks
         shape = (global_rows, *np.shape(leaf)[1:])
-        return jax.make_array_from_process_local_data(  # type: ignore[no-untyped-call]
+        array = jax.make_array_from_process_local_data(  # type: ignore[no-untyped-call]
             target, np.asarray(leaf), shape
         )
+        placed[0] += int(array.nbytes) * split.count // split.blocks  # This process's rows.
+        return array
 
     def leaf_fn(key: Any, leaf: Any) -> Any:
         return put(leaf, path + jax.tree_util.keystr(key)) if _is_array_leaf(leaf) else leaf
@@ -92,7 +108,7 @@ def _put_tree(tree: Any, target: Sharding | jax.Device, path: str) -> Any:
     return jax.tree_util.tree_map_with_path(leaf_fn, tree, is_leaf=_is_string_list)
 
 
-def _put_local(tree: Any, target: Sharding | jax.Device) -> Any:
+def _put_local(tree: Any, target: Sharding | jax.Device, placed: list[int]) -> Any:
     """`tree` on `target`'s devices, one `jax.device_put` for all its array leaves.
 
     One call for the whole batch, and no leaf paths made: per batch this costs what a
@@ -110,9 +126,10 @@ def _put_local(tree: Any, target: Sharding | jax.Device) -> Any:
         scalars = [i for i in slots if not np.ndim(leaves[i])]
         replicated = _replicated(target) if scalars else None
         wanted = [replicated if not np.ndim(leaves[i]) else target for i in slots]
-    placed = jax.device_put([leaves[i] for i in slots], wanted)
-    for i, array in zip(slots, placed, strict=True):
+    arrays = jax.device_put([leaves[i] for i in slots], wanted)
+    for i, array in zip(slots, arrays, strict=True):
         leaves[i] = array
+        placed[0] += int(array.nbytes)
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
