@@ -113,7 +113,7 @@ def test_prometheus_scrapes_the_pipeline_and_its_workers(training, tmp_path):
         (ratio,) = _query(api, 'chute_input_wait_ratio{pipeline="train"}')
         assert 0 <= float(ratio["value"][1]) <= 1
         (shm,) = _query(api, "chute_shm_written_bytes_total")
-        assert float(shm["value"][1]) > 0  # Counted in the workers, sent with their chunks.
+        assert float(shm["value"][1]) > 0  # The workers' results, read through shared memory.
         buckets = _query(api, f'chute_stage_element_seconds_bucket{{{selector},le="+Inf"}}')
         assert float(buckets[0]["value"][1]) == float(elements["value"][1])
     finally:

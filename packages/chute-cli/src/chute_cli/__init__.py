@@ -1,8 +1,8 @@
 """The `chute` command line: parses arguments and hands each command to its module.
 
 `main` is the `chute` console script and `python -m chute_cli`.
-Each command lives in a module of its own: `_convert`, `_inspect`, `_bench` and
-`_demo`; `_common` holds what they share (exit codes, one-line errors) and `_inputs`
+Each command lives in a module of its own: `_convert`, `_inspect`, `_bench`, `_top`
+and `_demo`; `_common` holds what they share (exit codes, one-line errors) and `_inputs`
 opens the files they read.
 """
 
@@ -17,6 +17,7 @@ from ._bench import add_bench_parser, run_bench
 from ._common import EXIT_CODES_HELP, EXIT_USAGE, run_command
 from ._convert import add_convert_parser, run_convert
 from ._inspect import add_inspect_parser, run_inspect
+from ._top import add_top_parser, run_top
 
 __all__ = ["main"]
 
@@ -25,6 +26,7 @@ examples:
   chute convert data/train.parquet out/train --shards 8
   chute inspect out/train-*.array_record
   chute bench my_pipeline:make_dataset --seconds 10
+  chute top 9464
   chute COMMAND --help
 
 """
@@ -42,6 +44,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_convert_parser(commands)
     add_inspect_parser(commands)
     add_bench_parser(commands)
+    add_top_parser(commands)
     demo = commands.add_parser(
         "demo",
         help="train on real data, get preempted, resume, and match step for step",
@@ -109,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_command("inspect", run_inspect, args)
     if args.command == "bench":
         return run_command("bench", run_bench, args)
+    if args.command == "top":
+        return run_command("top", run_top, args)
     if args.elastic:
         from ._demo_elastic import run_elastic_demo
 

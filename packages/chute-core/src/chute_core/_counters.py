@@ -73,9 +73,11 @@ class Counters:
 
     def add(self, name: str, amount: float = 1.0, **labels: str) -> None:
         """Adds `amount` (>= 0: these only grow) to counter `name` with `labels`."""
-        key = (name, tuple(sorted(labels.items())))
+        # One label (the common case) needs no sorting; the lock makes the sum exact.
+        key = (name, tuple(labels.items()) if len(labels) < 2 else tuple(sorted(labels.items())))
         with self._lock:
-            self._totals[key] = self._totals.get(key, 0.0) + amount
+            totals = self._totals
+            totals[key] = totals.get(key, 0.0) + amount
 
     def snapshot(self) -> dict[CounterKey, float]:
         """Every counter's total now (a copy)."""

@@ -139,7 +139,7 @@ METRICS: tuple[MetricInfo, ...] = (
         "chute_storage_requests",
         "counter",
         ("op",),
-        "Requests made to object storage (op: get, head, list, put).",
+        "Requests made to object storage (op: get, head, list, put, delete).",
     ),
     MetricInfo(
         "chute_storage_read_bytes",
