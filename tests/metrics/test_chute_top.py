@@ -90,7 +90,9 @@ def test_chute_top_in_a_terminal_shows_the_pipeline_live(tmp_path):
         screen = tmux.wait_for("bottleneck: map(fn=features)")
         assert "bottleneck: map(fn=features)" in screen, screen
         assert "pipeline train" in screen and "workers 2/2 alive" in screen, screen
-        (row,) = [line for line in screen.splitlines() if "map(fn=features)" in line and "│" in line]
+        (row,) = [
+            line for line in screen.splitlines() if "map(fn=features)" in line and "│" in line
+        ]
         assert "2 workers" in row, screen
         first = [line for line in screen.splitlines() if "input wait" in line]
         # It refreshes in place: later, one view still, with other figures.
