@@ -12,6 +12,7 @@ from typing import Any
 from chute import IterDataset, MapDataset
 from chute_execution import TraceOptions
 
+from ._bench_plot import check_plot_path, write_plot
 from ._bench_run import measure, within
 from ._common import EXIT_OK, data_error, help_epilog, usage_error
 
@@ -27,7 +28,9 @@ bottleneck stage, and the configuration chute.pick_performance_config suggests.
 --seconds is a deadline: an element still being produced then is abandoned, and what
 was measured until then is reported (and said to be cut short).
 With --trace, also writes a Chrome / Perfetto trace of the run (ds.iter(trace=PATH)):
-open it in https://ui.perfetto.dev or chrome://tracing."""
+open it in https://ui.perfetto.dev or chrome://tracing. With --plot, a chart of each
+stage's share of the time and the consumer's input wait (needs matplotlib:
+pip install 'chute-cli[plot]')."""
 
 
 def add_bench_parser(commands: Any) -> argparse.ArgumentParser:
@@ -48,6 +51,7 @@ def add_bench_parser(commands: Any) -> argparse.ArgumentParser:
             "chute bench my_pipeline:make_dataset --seconds 10",
             "chute bench my_pipeline:make_dataset --batches 200 --json",
             "chute bench my_pipeline:make_dataset --seconds 5 --trace trace.json",
+            "chute bench my_pipeline:make_dataset --batches 200 --plot stages.svg",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -82,6 +86,12 @@ def add_bench_parser(commands: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="PATH",
         help="write a Chrome / Perfetto trace of the run to PATH (a JSON file)",
+    )
+    parser.add_argument(
+        "--plot",
+        default=None,
+        metavar="FILE",
+        help="draw time per stage and input wait to FILE (.svg or .png; needs matplotlib)",
     )
     return parser
 
@@ -164,6 +174,9 @@ def run_bench(args: argparse.Namespace) -> int:
             TraceOptions(trace)
         except (OSError, ValueError) as error:
             usage_error(f"--trace: {str(error).removeprefix('trace: ')}")
+    plot = getattr(args, "plot", None)
+    if plot is not None:
+        check_plot_path(plot)
     dataset = load_dataset(args.target)
     streamed = dataset.to_iter_dataset() if isinstance(dataset, MapDataset) else dataset
     result = measure(streamed, args.seconds, args.batches, trace)
@@ -177,6 +190,9 @@ def run_bench(args: argparse.Namespace) -> int:
     else:
         result["stopped_by"] = f"--seconds {args.seconds:g}"
     result["suggested"], result["not_suggested"] = _suggest(streamed, args, result["cut_short"])
+    if plot is not None:
+        write_plot(result, plot)
+        result["plot"] = plot
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -259,6 +275,8 @@ def _print(result: dict[str, Any], dataset: Any, budget: int) -> None:
         print("  use: ds.to_iter_dataset(read_options).mp_prefetch(multiprocessing_options)")
     if "trace" in result:
         print(f"trace: {result['trace']} (open it in https://ui.perfetto.dev or chrome://tracing)")
+    if "plot" in result:
+        print(f"chart: {result['plot']} (time per stage and input wait)")
 
 
 def _print_figures(result: dict[str, Any], dataset: Any, unit: str, first: str) -> None:

@@ -47,6 +47,7 @@ class _Progress:
         self.ended = False
         self.error: Exception | None = None
         self.waiting_since = 0.0  # When the `next()` in progress began.
+        self.waited = 0.0  # Seconds spent inside `next()`, the consumer's input wait.
 
 
 def _iterate(
@@ -66,6 +67,8 @@ def _iterate(
             except StopIteration:
                 progress.ended = True
                 break
+            finally:
+                progress.waited += time.perf_counter() - progress.waiting_since
             if progress.first is None:
                 progress.first = time.perf_counter() - start
             if batched:
@@ -185,6 +188,7 @@ def measure(
         "ended": progress.ended,
         "cut_short": cut,
         "in_flight_seconds": now - progress.waiting_since if cut else None,
+        "input_wait_seconds": progress.waited + (now - progress.waiting_since if cut else 0.0),
         "stages": stages,
         "bottleneck": None if bottleneck is None else bottleneck.name,
         "bottleneck_share": None if bottleneck is None else stats.share(bottleneck),
