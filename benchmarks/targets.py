@@ -4,7 +4,7 @@
 `track_` method 5 times in this process and prints the median, every value, the load
 average before and after, and whether the target holds. NAMES (all by default):
 `per_element`, `images`, `images_fresh`, `images_steady`, `arrays`, `arrays_fresh`,
-`arrays_steady`, `cold`, `warm`, `restore`, `reshard_restore`, `data_loader`. Timings on
+`arrays_steady`, `cold`, `warm`, `restore`, `reshard_restore`, `metrics`, `data_loader`. Timings on
 a shared 2-core machine are noisy: read the load average with each figure. The `_fresh`
 figures start new worker processes for each iterator (`idle_worker_seconds=0`); the
 others take over the workers the last iterator parked, as a loop over epochs does.
@@ -21,6 +21,7 @@ from . import bench_checkpoint as checkpoint
 from . import bench_data_loader as data_loader
 from . import bench_datasets as datasets
 from . import bench_execution_workers as workers
+from . import bench_metrics as metrics
 from . import bench_reshard as reshard
 
 REPEATS = 5
@@ -56,6 +57,8 @@ TARGETS: list[tuple[str, str, type, str, tuple[Any, ...], str]] = [
          reshard.ResumeAnywhere, "track_resharded_restore_minus_fresh_ms", (n,), "<= 3")
         for n in (0, 2)
     ),
+    ("metrics", "per_element's pipeline metered (iter(metrics=...)) / unmetered",
+     metrics.MetricsOverhead, "track_ratio_metrics_on_to_off", (), ">= 0.98"),
     ("data_loader", "DataLoader(worker_count=0) / MapDataset",
      data_loader.DataLoaderVsMapDataset, "track_ratio_to_map_dataset", (), "-"),
     ("data_loader", "DataLoader(worker_count=2) / mp_prefetch",

@@ -27,7 +27,7 @@ def main() -> None:
     args = parser.parse_args()
     chute.metrics.serve(args.port)
     ds = (
-        chute.MapDataset.range(2_000)
+        chute.MapDataset.range(100_000)  # An epoch outlasts the tests: one iterator.
         .shuffle(seed=0)
         .to_iter_dataset()
         .map(features)

@@ -12,6 +12,7 @@ its last stage, per batch.
 
 from __future__ import annotations
 
+import bisect
 import time
 import weakref
 from collections.abc import Callable
@@ -21,11 +22,15 @@ from chute_core import ArgumentTypeError
 from chute_execution.internal import health
 from chute_transforms import SkipErrorsIter
 
+from ._metrics_names import ELEMENT_BUCKETS
 from ._metrics_store import STORE, PipelineCell, Sample, StageCell, default_label
 from ._stats import Recorder, _Timed
 from .metrics import serve_from_environment
 
-__all__ = ["Meter", "Metered", "metered", "metrics_label"]
+__all__ = ["Meter", "Metered", "MeteredSlowly", "metered", "metrics_label"]
+
+_now = time.perf_counter
+_bucket = bisect.bisect_left
 
 
 class Meter:
@@ -34,14 +39,14 @@ class Meter:
     def __init__(self, pipeline: str, recorder: Recorder) -> None:
         self.pipeline = pipeline
         self.cell: PipelineCell = STORE.pipeline(pipeline)
-        self.wait = 0.0
+        self.wait = STORE.wait(pipeline, self)  # Its elements are next() calls.
         self._recorder = weakref.ref(recorder)
         self._names: dict[str, int] = {}
         self._workers: list[tuple[str, int]] = []  # (stage label, workers running it)
         STORE.meters.add(self)
 
-    def stage_cell(self, name: str) -> tuple[str, StageCell]:
-        """The label and cell of the pipeline's next stage called `name`.
+    def stage_cell(self, name: str, owner: object) -> tuple[str, StageCell]:
+        """The label, and a cell for `owner`, of the pipeline's next stage called `name`.
 
         A name met again in the same pipeline gets ` #2`, ` #3`, ... so that two
         `map(fn=f)` stages stay two series.
@@ -49,7 +54,7 @@ class Meter:
         seen = self._names.get(name, 0) + 1
         self._names[name] = seen
         label = name if seen == 1 else f"{name} #{seen}"
-        return label, STORE.stage(self.pipeline, label)
+        return label, STORE.stage(self.pipeline, label, owner)
 
     def on_workers(
         self, names: tuple[str, ...], iterator: Any, workers: int, owner: StageCell | None
@@ -61,7 +66,7 @@ class Meter:
         """
         cells = []
         for name in names:
-            label, cell = self.stage_cell(name)
+            label, cell = self.stage_cell(name, self)
             cells.append(cell)
             self._workers.append((label, workers))
 
@@ -78,7 +83,7 @@ class Meter:
         recorder = self._recorder()
         if recorder is None or recorder.started is None:
             return 0.0, 0.0
-        return self.wait, time.perf_counter() - recorder.started
+        return self.wait.seconds, time.perf_counter() - recorder.started
 
     def gauges(self) -> dict[str, list[Sample]]:
         """The live iterator's gauges: workers per stage, buffers, workers alive."""
@@ -119,16 +124,37 @@ class Meter:
 
 
 class Metered(_Timed):
-    """A stage's clock that also adds each call to the pipeline's metrics."""
+    """A stage's clock whose figures are a cell of the pipeline's metrics.
+
+    Its `elements` and `seconds` (the statistics' view) are its cell's, so a call
+    updates each once; the histogram's bucket and, for the last stage, the consumer's
+    wait (the whole call) come on top.
+    """
 
     def __init__(self, inner: Any, name: str, recorder: Recorder) -> None:
-        super().__init__(inner, name, recorder)
         meter: Meter = recorder.meter
         self.meter = meter
-        self.label, self.cell = meter.stage_cell(name)
-        self.skipper = isinstance(inner, SkipErrorsIter)
-        self.failures = inner.failures if self.skipper else 0
+        self.label, self.cell = meter.stage_cell(name, self)
+        super().__init__(inner, name, recorder)
         self._last: bool | None = None  # Whether it is the pipeline's last stage.
+
+    @property
+    def elements(self) -> int:
+        """Elements it produced (its cell's)."""
+        return self.cell.elements
+
+    @elements.setter
+    def elements(self, value: int) -> None:
+        self.cell.elements = value
+
+    @property
+    def seconds(self) -> float:
+        """Seconds of its own (its cell's)."""
+        return self.cell.seconds
+
+    @seconds.setter
+    def seconds(self, value: float) -> None:
+        self.cell.seconds = value
 
     def _is_last(self) -> bool:
         """Whether this is the last stage (known once the pipeline is built: at use)."""
@@ -138,46 +164,107 @@ class Metered(_Timed):
         return self._last
 
     def __next__(self) -> Any:
-        before = self.seconds
-        start = time.perf_counter() if self._is_last() else None
+        # The clock, the cell and the wait in one frame: this runs per stage and element.
+        stack = self.stack
+        stack.append(0.0)
+        start = _now()
         try:
-            element = super().__next__()
+            element = next(self.inner)
         except BaseException:
-            self._account(before, 0, start)
+            self._settle(start)
             raise
-        self._account(before, 1, start)
+        elapsed = _now() - start
+        own = elapsed - stack.pop()
+        if stack:
+            stack[-1] += elapsed
+        cell = self.cell
+        cell.seconds += own
+        cell.elements += 1
+        cell.counts[_bucket(ELEMENT_BUCKETS, own)] += 1
+        last = self._last
+        if last is None:
+            last = self._is_last()
+        if last:  # The consumer waited all this call.
+            recorder = self._recorder
+            if recorder.started is None:
+                recorder.started = start
+            wait = self.meter.wait
+            wait.seconds += elapsed
+            wait.elements += 1
+            wait.counts[_bucket(ELEMENT_BUCKETS, elapsed)] += 1
         return element
+
+    def _settle(self, start: float) -> None:
+        """Accounts a call that raised (StopIteration at the end, or an error)."""
+        elapsed = _now() - start
+        stack = self.stack
+        own = elapsed - stack.pop()
+        if stack:
+            stack[-1] += elapsed
+        self.cell.observe(own, 0)
+        if self._is_last():
+            if self._recorder.started is None:
+                self._recorder.started = start
+            self.meter.wait.observe(elapsed)
 
     def next_many(self, count: int) -> list[Any]:
         """`StageClock.next_many`, metered as the elements it gives."""
         if getattr(self.inner, "next_many", None) is None:
             return super().next_many(count)  # Calls `__next__`, which meters each one.
-        before = self.seconds
-        start = time.perf_counter() if self._is_last() else None
+        before, counted = self.seconds, self.elements
+        start = time.perf_counter()
         try:
             elements = super().next_many(count)
-        except BaseException:
-            self._account(before, 0, start)
-            raise
-        self._account(before, len(elements), start)
+        finally:
+            # The clock counted them; the histogram gets the mean, once per element.
+            got = self.elements - counted
+            own = self.seconds - before
+            self.cell.elements, self.cell.seconds = counted, before
+            self.cell.observe(own, got)
+            if self._is_last():
+                self.meter.wait.observe(time.perf_counter() - start)
         return elements
 
-    def _account(self, before: float, elements: int, start: float | None) -> None:
-        self.cell.observe(self.seconds - before, elements)
-        if self.skipper:
-            failures = self.inner.failures
-            self.meter.cell.skipped += failures - self.failures
-            self.failures = failures
-        if start is not None:  # The last stage: the consumer waited all this call.
-            waited = time.perf_counter() - start
-            self.meter.wait += waited
-            self.meter.cell.wait.observe(waited)
+
+class MeteredSlowly(Metered):
+    """`Metered` through the statistics' own clock: with debug logging, or `skip_errors`."""
+
+    def __init__(self, inner: Any, name: str, recorder: Recorder) -> None:
+        super().__init__(inner, name, recorder)
+        self.skipper = isinstance(inner, SkipErrorsIter)
+        self.failures = inner.failures if self.skipper else 0
+
+    def __next__(self) -> Any:
+        before, counted = self.seconds, self.elements
+        start = time.perf_counter()
+        try:
+            return _Timed.__next__(self)
+        finally:
+            got = self.elements - counted
+            own = self.seconds - before
+            self.cell.elements, self.cell.seconds = counted, before
+            self.cell.observe(own, got)
+            if self.skipper:
+                failures = self.inner.failures
+                self.meter.cell.skipped += failures - self.failures
+                self.failures = failures
+            if self._is_last():
+                if self._recorder.started is None:
+                    self._recorder.started = start
+                self.meter.wait.observe(time.perf_counter() - start)
+
+
+def _clock(inner: Any, name: str, recorder: Recorder) -> _Timed:
+    """The metered clock of a stage: the slow one where the fast one cannot do."""
+    if recorder.log_every is not None or isinstance(inner, SkipErrorsIter):
+        return MeteredSlowly(inner, name, recorder)
+    return Metered(inner, name, recorder)
 
 
 def metered(recorder: Recorder, pipeline: str) -> Recorder:
     """`recorder`, set to meter its stages into `pipeline`'s metrics."""
     recorder.meter = Meter(pipeline, recorder)
-    recorder.clock = Metered
+    recorder.clock = _clock
     return recorder
 
 

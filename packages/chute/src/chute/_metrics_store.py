@@ -22,7 +22,17 @@ from chute_execution.internal import parked_workers
 
 from ._metrics_names import ELEMENT_BUCKETS, METRICS, MetricInfo
 
-__all__ = ["STORE", "Family", "Histogram", "Sample", "StageCell", "Store", "default_label"]
+__all__ = [
+    "STORE",
+    "Family",
+    "Histogram",
+    "PipelineCell",
+    "Sample",
+    "Series",
+    "StageCell",
+    "Store",
+    "default_label",
+]
 
 Sample = tuple[tuple[str, ...], float]
 """Label values (in the metric's label order) and the value."""
@@ -68,6 +78,12 @@ class StageCell:
             self.elements += elements
             self.counts[bisect.bisect_left(ELEMENT_BUCKETS, seconds / elements)] += elements
 
+    def add(self, other: StageCell) -> None:
+        """Adds another cell's totals to this one."""
+        self.elements += other.elements
+        self.seconds += other.seconds
+        self.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
+
     def histogram(self, labels: tuple[str, ...]) -> Histogram:
         """The cell as a histogram series."""
         total, cumulative = 0, []
@@ -77,13 +93,35 @@ class StageCell:
         return Histogram(labels, tuple(cumulative), self.seconds)
 
 
-class PipelineCell:
-    """Running totals of one pipeline: the consumer's waits, skipped elements."""
+class Series:
+    """One series' totals: a cell per live iterator, and what ended iterators left.
 
-    __slots__ = ("skipped", "wait")
+    Each iterator writes to a cell of its own (no other iterator's figures in the way
+    of its `stats()`); when it goes, its cell is folded into `retired`, so the series
+    only grows.
+    """
+
+    __slots__ = ("live", "retired")
 
     def __init__(self) -> None:
-        self.wait = StageCell()  # Its elements are next() calls, its seconds the waits.
+        self.live: list[StageCell] = []
+        self.retired = StageCell()
+
+    def total(self) -> StageCell:
+        """The series' totals now."""
+        total = StageCell()
+        total.add(self.retired)
+        for cell in list(self.live):
+            total.add(cell)
+        return total
+
+
+class PipelineCell:
+    """What one pipeline's iterators share: elements skipped under `skip_errors`."""
+
+    __slots__ = ("skipped",)
+
+    def __init__(self) -> None:
         self.skipped = 0
 
 
@@ -106,15 +144,35 @@ class Store:
     def __init__(self) -> None:
         self.enabled = False
         """Whether iterators are metered unless they say otherwise (`chute.metrics`)."""
-        self.stages: dict[tuple[str, str], StageCell] = {}
+        self.stages: dict[tuple[str, str], Series] = {}
+        self.waits: dict[str, Series] = {}  # The consumer's waits: a cell's elements are calls.
         self.pipelines: dict[str, PipelineCell] = {}
         self.meters: weakref.WeakSet[Any] = weakref.WeakSet()
         self._lock = threading.Lock()
 
-    def stage(self, pipeline: str, stage: str) -> StageCell:
-        """The cell of `stage` of `pipeline` (made on first use)."""
+    def stage(self, pipeline: str, stage: str, owner: object) -> StageCell:
+        """A new cell of `stage` of `pipeline`, for `owner`: folded in when it goes."""
         with self._lock:
-            return self.stages.setdefault((pipeline, stage), StageCell())
+            series = self.stages.setdefault((pipeline, stage), Series())
+        return self._cell(series, owner)
+
+    def wait(self, pipeline: str, owner: object) -> StageCell:
+        """A new cell of `pipeline`'s input waits, for `owner`."""
+        with self._lock:
+            series = self.waits.setdefault(pipeline, Series())
+        return self._cell(series, owner)
+
+    def _cell(self, series: Series, owner: object) -> StageCell:
+        cell = StageCell()
+        with self._lock:
+            series.live.append(cell)
+        weakref.finalize(owner, self._retire, series, cell)
+        return cell
+
+    def _retire(self, series: Series, cell: StageCell) -> None:
+        with self._lock:
+            series.live.remove(cell)
+            series.retired.add(cell)
 
     def pipeline(self, pipeline: str) -> PipelineCell:
         """The cell of `pipeline` (made on first use)."""
@@ -125,12 +183,14 @@ class Store:
         """Forgets every total (tests; a process that starts measuring afresh)."""
         with self._lock:
             self.stages.clear()
+            self.waits.clear()
             self.pipelines.clear()
 
     def families(self) -> list[Family]:
         """Every metric's series now, in `METRICS` order."""
         with self._lock:
-            stages = dict(self.stages)
+            stages = {key: series.total() for key, series in self.stages.items()}
+            wait_totals = {key: series.total() for key, series in self.waits.items()}
             pipelines = dict(self.pipelines)
         meters = list(self.meters)
         found: dict[str, list[Sample]] = {info.name: [] for info in METRICS}
@@ -139,8 +199,9 @@ class Store:
             found["chute_stage_elements"].append(((pipeline, stage), float(cell.elements)))
             found["chute_stage_seconds"].append(((pipeline, stage), cell.seconds))
             histograms["chute_stage_element_seconds"].append(cell.histogram((pipeline, stage)))
+        for pipeline, calls in sorted(wait_totals.items()):
+            histograms["chute_input_wait_seconds"].append(calls.histogram((pipeline,)))
         for pipeline, totals in sorted(pipelines.items()):
-            histograms["chute_input_wait_seconds"].append(totals.wait.histogram((pipeline,)))
             found["chute_skipped_elements"].append(((pipeline,), float(totals.skipped)))
         pids, waits = {os.getpid()}, dict[str, tuple[float, float]]()
         for meter in meters:

@@ -6,6 +6,7 @@ import contextvars
 import dataclasses
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from chute_execution import StageClock
@@ -119,7 +120,7 @@ class Recorder:
         self._skippers: list[weakref.ref[SkipErrorsIter[Any]]] = []
         self._workers: list[tuple[weakref.ref[_Timed], tuple[str, ...], weakref.ref[Any], int]] = []
         self.meter: Any = None  # With metrics on: the `_metrics_meter.Meter`.
-        self.clock: type[_Timed] = _Timed  # What times each stage.
+        self.clock: Callable[[Any, str, Recorder], _Timed] = _Timed  # What times each stage.
 
     @property
     def stages(self) -> list[_Timed]:
