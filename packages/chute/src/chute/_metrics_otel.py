@@ -74,6 +74,7 @@ def instrument(meter_provider: Any = None) -> None:
         ...          for s in r.scope_metrics for m in s.metrics}
         >>> "chute_workers_parked" in names
         True
+        >>> STORE.enabled = False  # Instrumenting turned metrics on: off again.
     """
     try:
         api = importlib.import_module("opentelemetry.metrics")

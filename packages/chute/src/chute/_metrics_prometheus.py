@@ -7,13 +7,13 @@ dependency (`pip install 'chute[metrics]'`), imported when first asked for.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 from collections.abc import Iterator
 from typing import Any
 
 from chute_core import ChuteError
 
+from ._metrics_endpoint import Endpoint
 from ._metrics_names import ELEMENT_BUCKETS
 from ._metrics_store import STORE
 
@@ -85,25 +85,27 @@ def prometheus_text() -> str:
     return str(client.generate_latest(registry).decode())
 
 
-@dataclasses.dataclass
 class MetricsServer:
-    """An HTTP endpoint serving chute's metrics at `/metrics`; `close()` stops it."""
+    """An HTTP endpoint serving chute's metrics at `/metrics`; `close()` stops it.
 
-    host: str
-    port: int
-    _server: Any = dataclasses.field(repr=False)
-    _thread: Any = dataclasses.field(repr=False)
+    Its thread steps aside while chute forks worker processes (see `_metrics_endpoint`),
+    so serving metrics keeps the fast way of starting them.
+    """
+
+    def __init__(self, host: str, endpoint: Endpoint) -> None:
+        self.host = host
+        self.port = endpoint.port
+        self._endpoint = endpoint
 
     @property
     def url(self) -> str:
         """Where Prometheus (or `chute top`) reads the metrics."""
-        return f"http://{self.host}:{self.port}/metrics"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
 
     def close(self) -> None:
         """Stops serving (the metrics themselves go on being counted)."""
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._endpoint.close()
 
     def __enter__(self) -> MetricsServer:
         return self
@@ -111,16 +113,19 @@ class MetricsServer:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def __repr__(self) -> str:
+        return f"MetricsServer({self.url!r})"
+
 
 def serve_http(port: int, host: str) -> MetricsServer:
-    """Serves a registry holding only chute's collector, on a daemon thread."""
+    """Serves a registry holding only chute's collector, on a thread of its own."""
     client = _client()
     registry = client.CollectorRegistry()
     registry.register(_Collector())
     try:
-        server, thread = client.start_http_server(port, addr=host, registry=registry)
+        endpoint = Endpoint(client.make_wsgi_app(registry), host, port)
     except OSError as error:
         raise ChuteError(
             f"chute.metrics.serve: cannot listen on {host}:{port}: {error.strerror or error}"
         ) from error
-    return MetricsServer(host, int(server.server_port), server, thread)
+    return MetricsServer(host, endpoint)

@@ -96,6 +96,7 @@ def serve(port: int = 9464, host: str = "127.0.0.1") -> MetricsServer:
         ...     text = urllib.request.urlopen(server.url).read().decode()
         >>> "chute_workers_parked" in text
         True
+        >>> disable()  # Serving turned metrics on for later iterators: off again.
     """
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise InvalidArgumentError(f"chute.metrics.serve: port must be 0..65535, got {port!r}.")
