@@ -115,3 +115,46 @@ def test_chute_top_in_a_terminal_shows_the_pipeline_live(tmp_path):
         training.wait()
         training.stdout.close()
         tmux.run("kill-server")
+
+
+BENCHED = """
+import time
+
+import numpy as np
+
+import chute
+
+
+def decode(x):
+    time.sleep(0.001)
+    return np.full(16, x)
+
+
+def make_dataset():
+    ds = chute.MapDataset.range(100_000).to_iter_dataset().map(decode)
+    return ds.mp_prefetch(chute.MultiprocessingOptions(num_workers=2)).batch(16)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_chute_bench_live_shows_the_view_while_it_measures(tmp_path):
+    (tmp_path / "benched.py").write_text(BENCHED)
+    tmux = Tmux(tmp_path)
+    command = (
+        f"cd {tmp_path} && {sys.executable} -m chute_cli bench benched:make_dataset "
+        "--seconds 6 --live; echo chute-bench-exited-$?; sleep 60"
+    )
+    try:
+        tmux.run("new-session", "-d", "-s", "top", "-x", "132", "-y", "50", command)
+        during = tmux.wait_for("bottleneck: map(fn=decode)")
+        assert "chute top  chute bench --live" in during, during
+        assert "chute-bench-exited" not in during, during  # Seen while it still runs.
+        (row,) = [line for line in during.splitlines() if "map(fn=decode)" in line and "│" in line]
+        assert "2 workers" in row, during
+        ended = tmux.wait_for("chute-bench-exited-", seconds=120)
+        assert "chute-bench-exited-0" in ended, ended
+        assert "chute bench: benched:make_dataset (IterDataset)" in ended, ended
+        assert ended.count("chute top  chute bench --live") == 1, ended  # One view, in place.
+    finally:
+        tmux.run("kill-server")

@@ -15,6 +15,8 @@ from chute_execution import TraceOptions
 from ._bench_plot import check_plot_path, write_plot
 from ._bench_run import measure, within
 from ._common import EXIT_OK, data_error, help_epilog, usage_error
+from ._live_view import rich_module
+from ._top import live_while
 
 __all__ = ["add_bench_parser", "load_dataset", "run_bench"]
 
@@ -30,7 +32,9 @@ was measured until then is reported (and said to be cut short).
 With --trace, also writes a Chrome / Perfetto trace of the run (ds.iter(trace=PATH)):
 open it in https://ui.perfetto.dev or chrome://tracing. With --plot, a chart of each
 stage's share of the time and the consumer's input wait (needs matplotlib:
-pip install 'chute-cli[plot]')."""
+pip install 'chute-cli[plot]'). With --live, the view of `chute top` while it runs:
+rates, shares and the bottleneck, refreshed in place (needs rich: pip install
+'chute-cli[top]')."""
 
 
 def add_bench_parser(commands: Any) -> argparse.ArgumentParser:
@@ -52,6 +56,7 @@ def add_bench_parser(commands: Any) -> argparse.ArgumentParser:
             "chute bench my_pipeline:make_dataset --batches 200 --json",
             "chute bench my_pipeline:make_dataset --seconds 5 --trace trace.json",
             "chute bench my_pipeline:make_dataset --batches 200 --plot stages.svg",
+            "chute bench my_pipeline:make_dataset --seconds 30 --live",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -92,6 +97,11 @@ def add_bench_parser(commands: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="FILE",
         help="draw time per stage and input wait to FILE (.svg or .png; needs matplotlib)",
+    )
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="show the stages' rates, shares and the bottleneck live while it runs",
     )
     return parser
 
@@ -177,9 +187,15 @@ def run_bench(args: argparse.Namespace) -> int:
     plot = getattr(args, "plot", None)
     if plot is not None:
         check_plot_path(plot)
+    live = getattr(args, "live", False)
+    if live:
+        rich_module("live")  # A clear error before the run if the extra is missing.
     dataset = load_dataset(args.target)
     streamed = dataset.to_iter_dataset() if isinstance(dataset, MapDataset) else dataset
-    result = measure(streamed, args.seconds, args.batches, trace)
+    if live:
+        result = live_while(lambda: measure(streamed, args.seconds, args.batches, trace))
+    else:
+        result = measure(streamed, args.seconds, args.batches, trace)
     if trace is not None:
         result["trace"] = trace
     result["target"] = args.target

@@ -14,12 +14,17 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
+
+import chute
 
 from ._common import EXIT_OK, data_error, help_epilog, usage_error
+from ._live_refresh import Refresher
 from ._live_view import Reading, rates, read_text, render, rich_module
 
-__all__ = ["add_top_parser", "endpoint_url", "run_top", "watch"]
+__all__ = ["View", "add_top_parser", "endpoint_url", "live_while", "run_top", "watch"]
+
+T = TypeVar("T")
 
 DEFAULT_PORT = 9464
 
@@ -117,6 +122,28 @@ def run_top(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class View:
+    """Frames of the live view: each reading shown against the one before it."""
+
+    def __init__(self, read: Callable[[], str], source: str) -> None:
+        self._read, self._source = read, source
+        self._before: Reading | None = None
+
+    def frame(self) -> Any:
+        """Reads once more and lays out what changed since the last reading."""
+        text_module = rich_module("text")
+        try:
+            now = read_text(self._read())
+        except (urllib.error.URLError, OSError) as error:
+            self._before = None
+            reason = getattr(error, "reason", error)
+            return text_module.Text(f"chute top  {self._source}  waiting: {reason}")
+        before, self._before = self._before, now
+        if before is None:
+            return text_module.Text(f"chute top  {self._source}  reading...")
+        return render(self._source, rates(before, now), before, now)
+
+
 def watch(
     read: Callable[[], str],
     source: str,
@@ -129,23 +156,32 @@ def watch(
     Runs until `stop` is set (or Ctrl-C). A reading that fails (the training process
     restarting, say) is shown as such, and the view goes on when it answers again.
     """
-    live_module, text_module = rich_module("live"), rich_module("text")
-    before: Reading | None = None
-    with live_module.Live(console=console, auto_refresh=False, transient=False) as live:
+    view = View(read, source)
+    with rich_module("live").Live(console=console, auto_refresh=False) as live:
         while not stop.is_set():
-            try:
-                now = read_text(read())
-            except (urllib.error.URLError, OSError) as error:
-                reason = getattr(error, "reason", error)
-                live.update(
-                    text_module.Text(f"chute top  {source}  waiting: {reason}"), refresh=True
-                )
-                before = None
-            else:
-                if before is None:
-                    shown: Any = text_module.Text(f"chute top  {source}  reading...")
-                else:
-                    shown = render(source, rates(before, now), before, now)
-                live.update(shown, refresh=True)
-                before = now
+            live.update(view.frame(), refresh=True)
             stop.wait(interval)
+
+
+def live_while(run: Callable[[], T], interval: float = 0.5) -> T:
+    """`run()`, with metrics on and their live view shown until it returns.
+
+    The view reads this process's metrics (`chute.metrics.prometheus_text`); its
+    thread steps aside while chute forks worker processes (`Refresher`).
+    """
+    was_on = chute.metrics.enabled()
+    chute.metrics.enable()
+    view = View(chute.metrics.prometheus_text, "chute bench --live")
+    try:
+        with rich_module("live").Live(auto_refresh=False) as live:
+            refresher = Refresher(lambda: live.update(view.frame(), refresh=True), interval)
+            try:
+                result = run()
+            finally:
+                refresher.close()
+                live.update(view.frame(), refresh=True)
+        print()  # The report starts below the last frame.
+        return result
+    finally:
+        if not was_on:
+            chute.metrics.disable()
