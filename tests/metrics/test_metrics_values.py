@@ -238,3 +238,20 @@ def test_an_abandoned_metered_iterator_stops_its_thread_and_its_gauges_go(how):
     assert _families()["chute_buffer_capacity"].samples == ()
     if "metrics" in how:  # The totals stay.
         assert value("chute_stage_elements", pipeline="g", stage="to_iter_dataset()") >= 1
+
+
+def test_a_taken_environment_port_warns_and_training_goes_on():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**os.environ, "CHUTE_METRICS_PORT": str(port)}
+        code = (
+            "import chute; ds = chute.MapDataset.range(5).to_iter_dataset()\n"
+            "print(list(ds.iter()), chute.metrics.enabled())"
+        )
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[0, 1, 2, 3, 4] True"
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "this process's metrics are not served" in done.stderr

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 
-from chute_core import InvalidArgumentError
+from chute_core import ChuteError, InvalidArgumentError
 
 from ._metrics_names import METRICS, MetricInfo
 from ._metrics_otel import instrument
@@ -49,7 +50,12 @@ __all__ = [
 ]
 
 PORT_ENV = "CHUTE_METRICS_PORT"
-"""Set to a port number: the first `ds.iter()` of the process serves metrics there."""
+"""Set to a port number: the first `ds.iter()` of the process serves metrics there.
+
+If the port is taken (another process of the job serves there), the process warns and
+goes on, its iterators metered but not served. `CHUTE_METRICS_HOST` sets the address
+to listen on (127.0.0.1 by default).
+"""
 
 _FROM_ENV = threading.Lock()
 _ENV_READ = threading.Event()  # Set once `$CHUTE_METRICS_PORT` was read (once per process).
@@ -118,7 +124,14 @@ def serve_from_environment() -> MetricsServer | None:
             return None
         if not text.isdigit():
             raise InvalidArgumentError(f"${PORT_ENV} must be a port number, got {text!r}.")
-        return serve(int(text), os.environ.get("CHUTE_METRICS_HOST", "127.0.0.1"))
+        try:
+            return serve(int(text), os.environ.get("CHUTE_METRICS_HOST", "127.0.0.1"))
+        except ChuteError as error:
+            # Another process of the job (its launcher, another rank) serves there:
+            # training goes on, metered, without an endpoint of its own.
+            warnings.warn(f"{error}; this process's metrics are not served", stacklevel=3)
+            enable()
+            return None
 
 
 def value(name: str, **labels: str) -> float | None:
