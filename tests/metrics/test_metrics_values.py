@@ -255,3 +255,12 @@ def test_a_taken_environment_port_warns_and_training_goes_on():
     assert done.stdout.strip() == "[0, 1, 2, 3, 4] True"
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
     assert "this process's metrics are not served" in done.stderr
+
+
+def test_the_observability_guide_lists_every_metric():
+    from pathlib import Path
+
+    guide = Path(__file__).parents[2] / "docs" / "pages" / "guides" / "observability.md"
+    text = guide.read_text()
+    for info in METRICS:
+        assert f"| `{info.exposed}` | {info.kind} |" in text, info.exposed
