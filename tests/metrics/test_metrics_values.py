@@ -264,3 +264,24 @@ def test_the_observability_guide_lists_every_metric():
     text = guide.read_text()
     for info in METRICS:
         assert f"| `{info.exposed}` | {info.kind} |" in text, info.exposed
+
+
+def test_a_data_loader_is_metered_as_one_stage_and_still_checkpoints():
+    def loader():
+        return chute.DataLoader(
+            data_source=chute.RangeSource(40),
+            sampler=chute.IndexSampler(40, shard_options=chute.NoSharding(), num_epochs=1),
+            operations=[chute.BatchTransform(batch_size=8)],
+        )
+
+    chute.metrics.enable()
+    it = iter(loader())
+    first = [next(it).tolist() for _ in range(2)]
+    state = it.get_state()
+    rest = [batch.tolist() for batch in it]
+    assert value("chute_stage_elements", pipeline="data_loader", stage="DataLoader") == 5
+    assert _histogram("chute_input_wait_seconds", pipeline="data_loader").count == 6
+    resumed = iter(loader())
+    resumed.set_state(state)
+    assert [batch.tolist() for batch in resumed] == rest
+    assert first[0] == list(range(8))

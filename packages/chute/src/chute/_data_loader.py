@@ -7,6 +7,9 @@ from typing import Any
 from chute_execution import DataLoader as _ExecutionDataLoader
 from chute_samplers import IterNode
 
+from ._metrics_meter import metered, metrics_label
+from ._stats import Recorder
+
 __all__ = ["DataLoader"]
 
 
@@ -51,14 +54,27 @@ class DataLoader(_ExecutionDataLoader):
 
     def __iter__(self) -> IterNode[Any]:
         iterator = super().__iter__()
-        if self.device is None:
-            return iterator
-        from ._device import device_put_op  # jax loads only here.
+        if self.device is not None:
+            from ._device import device_put_op  # jax loads only here.
 
-        result: IterNode[Any] = device_put_op(
-            iterator,
-            self.device,
-            cpu_buffer_size=self.cpu_buffer_size,
-            device_buffer_size=self.device_buffer_size,
-        )
-        return result
+            iterator = device_put_op(
+                iterator,
+                self.device,
+                cpu_buffer_size=self.cpu_buffer_size,
+                device_buffer_size=self.device_buffer_size,
+            )
+        return _metered(iterator)
+
+
+def _metered(iterator: IterNode[Any]) -> IterNode[Any]:
+    """`iterator`, metered as stage `DataLoader` of pipeline `data_loader` if metrics are on.
+
+    Its batches, their time and the consumer's input wait (`chute.metrics`); the
+    loader's operations are not told apart.
+    """
+    if metrics_label(None, lambda: "DataLoader") is None:
+        return iterator
+    recorder = metered(Recorder(), "data_loader")
+    clock = recorder.clock(iterator, "DataLoader", recorder)
+    recorder.add_stage(clock)
+    return clock  # type: ignore[return-value]
