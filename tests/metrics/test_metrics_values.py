@@ -285,3 +285,12 @@ def test_a_data_loader_is_metered_as_one_stage_and_still_checkpoints():
     resumed.set_state(state)
     assert [batch.tolist() for batch in resumed] == rest
     assert first[0] == list(range(8))
+
+
+def test_a_metered_iterator_is_still_a_grain_dataset_iterator():
+    import chute.grain as grain
+
+    it = chute.MapDataset.range(4).to_iter_dataset().iter(metrics="grain")
+    timed = chute.MapDataset.range(4).to_iter_dataset().iter(stats=True)
+    assert isinstance(it, grain.DatasetIterator)
+    assert isinstance(timed, grain.DatasetIterator)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from chute_core import CheckpointableIterator
+from chute_execution import StageClock
 from chute_samplers import IterNode
 
 __all__ = [
@@ -157,6 +158,9 @@ class DatasetIterator(IterNode[T]):
     def __subclasshook__(cls, candidate: type) -> Any:
         # chute's iterators do not derive from this class (Grain's spelling, in the top
         # layer); each is an instance of it all the same. Not of a user's subclass.
-        if cls is DatasetIterator and IterNode in candidate.__mro__:
+        # A stage's clock (`ds.iter(stats=True)`, metrics) stands for the iterator it times.
+        if cls is DatasetIterator and (
+            IterNode in candidate.__mro__ or StageClock in candidate.__mro__
+        ):
             return True
         return NotImplemented
