@@ -15,7 +15,7 @@ from ._transport.pool import POOL, budget
 from ._transport.reader import SlabReader
 from ._transport.slab import unlink_quietly
 from ._worker import WorkerFailure
-from ._worker_pool import WorkerPool
+from ._worker_pool import WorkerDiedError, WorkerPool
 
 __all__ = ["Resources", "WorkerError", "rebuild_failure"]
 
@@ -40,7 +40,8 @@ def rebuild_failure(
 
     The note names the worker and the chunk (or its positions) it was running, and
     carries the worker's traceback; an exception that could not travel comes back as
-    a `WorkerError` with its type name and message. A `SharedMemoryError` (a worker
+    a `WorkerError` with its type name and message, and one that is no `Exception`
+    (`SystemExit` from `sys.exit()`) as a `WorkerDiedError`. A `SharedMemoryError` (a worker
     could not make a slab) also frees the idle slabs of this process (`SlabPool`).
     """
     start, stop = plan.bounds(failure.chunk) if failure.chunk != -1 else (0, 0)
@@ -56,6 +57,17 @@ def rebuild_failure(
     error = failure.exception()
     if error is None:
         error = failure.stand_in(WorkerError)
+    if not isinstance(error, Exception):  # sys.exit() (SystemExit) or the like, in a worker:
+        # re-raised here, it would end the training process without a word (Python
+        # exits quietly on SystemExit). Grain reports a worker's end as an error.
+        ended = WorkerDiedError(
+            f"worker {failure.worker} ended while running {unit}: the pipeline raised "
+            f"{type(error).__name__}({failure.message!r}) there (sys.exit() in a "
+            "transform?), which a worker reports as this error rather than ending the "
+            "training process"
+        )
+        ended.__cause__ = error
+        error = ended
     if isinstance(error, SharedMemoryError):
         POOL.free()  # Shared memory is short: keep no idle slabs.
     error.add_note(where)
