@@ -3,7 +3,7 @@
 Everything here is a pure function of (seed, position): a stateless global
 `Permutation` of any size, per-record generators (`record_rng`), the `IndexSampler`
 with epochs and `ShardOptions`, random-access dataset nodes (`ShuffleMap`,
-`RepeatMap`, `SliceMap`, `ShardMap`, `MixMap`, `SelectFromMap`) and checkpointable
+`RepeatMap`, `SliceMap`, `TakeMap`, `ShardMap`, `MixMap`, `SelectFromMap`) and checkpointable
 streams (`SequentialIter`, `MixIter`, `InterleaveIter`, `WindowShuffleIter`) whose
 state is a small JSON dict.
 
@@ -50,6 +50,7 @@ from ._shard import ShardMap as ShardMap
 from ._shard_options import NoSharding as NoSharding
 from ._shard_options import ShardOptions as ShardOptions
 from ._shuffle import ShuffleMap as ShuffleMap
+from ._take import TakeMap as TakeMap
 from ._weight_schedule import WeightSchedule as WeightSchedule
 from ._window_shuffle import WindowShuffleIter as WindowShuffleIter
 from ._zip import ZipIter as ZipIter
@@ -83,6 +84,7 @@ __all__ = [
     "ShardOptions",
     "ShuffleMap",
     "SliceMap",
+    "TakeMap",
     "WeightSchedule",
     "WindowShuffleIter",
     "ZipIter",

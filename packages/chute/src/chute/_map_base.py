@@ -11,7 +11,7 @@ the same family (`_construct`), never a user's subclass.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import (
     Any,
     ClassVar,
@@ -20,13 +20,17 @@ from typing import (
     ParamSpec,
     Self,
     SupportsIndex,
+    TypeAlias,
     TypeVar,
+    cast,
     overload,
 )
 
+import numpy as np
+
 from chute_core import RandomAccessDataSource
 from chute_execution import ReadOptions
-from chute_samplers import SliceMap
+from chute_samplers import SliceMap, TakeMap
 
 from ._element_spec import spec_of
 from ._factories import SequentialFactory
@@ -40,6 +44,10 @@ __all__ = ["MapBase"]
 T = TypeVar("T")
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+Selection: TypeAlias = "slice | Sequence[int] | np.ndarray[Any, Any] | MapBase[int]"
+"""What `ds[...]` and `ds.slice(...)` select positions with: a slice, or indices."""
 
 
 class MapBase(Lineage, abc.ABC, Generic[T]):
@@ -65,30 +73,42 @@ class MapBase(Lineage, abc.ABC, Generic[T]):
     def _stage_seed(self, seed: int | None, op: str) -> int:
         return stage_seed(seed, self._seed, self._stages, op)
 
+    @overload  # Before the index: an array has `__index__` too, and arrays select.
+    def __getitem__(self, index: Selection) -> Self: ...
+
     @overload
     def __getitem__(self, index: SupportsIndex) -> T: ...
 
-    @overload
-    def __getitem__(self, index: slice) -> Self: ...
+    def __getitem__(self, index: SupportsIndex | Selection) -> T | Self:
+        """An element, or a new dataset of the positions a slice or indices select.
 
-    def __getitem__(self, index: SupportsIndex | slice) -> T | Self:
-        """An element, or with a slice a new dataset of the selected positions.
+        Indices select as NumPy's fancy indexing does: a sequence or array of integers
+        (any order, repeats, negative ones from the end), a boolean mask of the
+        dataset's length, or a `MapDataset` of integers.
 
         Example:
             >>> from chute import MapDataset
             >>> ds = MapDataset.range(10)
-            >>> ds[-1], list(ds[2:8:3])
-            (9, [2, 5])
+            >>> ds[-1], list(ds[2:8:3]), list(ds[[7, 0, -1, 7]])
+            (9, [2, 5], [7, 0, 9, 7])
+            >>> list(ds[MapDataset.range(3).map(lambda i: 3 * i)])
+            [0, 3, 6]
         """
         if isinstance(index, slice):
             parts = ["" if part is None else str(part) for part in (index.start, index.stop)]
             shown = f"[{':'.join(parts)}{'' if index.step is None else f':{index.step}'}]"
             return self._then(SliceMap(self._node, index), Stage("slice", (("", shown),)))
-        element: T = self._node[index]
-        return element
+        if isinstance(index, MapBase):
+            taken: TakeMap[T] = TakeMap(self._node, index.node)
+        elif isinstance(index, Sequence | np.ndarray) and not isinstance(index, str | bytes):
+            taken = TakeMap(self._node, index)
+        else:
+            element: T = self._node[cast(SupportsIndex, index)]
+            return element
+        return self._then(taken, stage("take", indices=taken.describe_indices()))
 
-    def slice(self, selection: slice) -> Self:
-        """The same as `ds[selection]`."""
+    def slice(self, selection: Selection) -> Self:
+        """The same as `ds[selection]`: a slice, or indices (see `__getitem__`)."""
         return self[selection]
 
     def to_iter_dataset(self, read_options: ReadOptions | None = None) -> IterDataset[T]:
