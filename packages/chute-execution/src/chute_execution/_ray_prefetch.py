@@ -51,13 +51,13 @@ class _Cluster:
         self.lock = threading.Lock()
         self.ours = False  # Whether chute called ray.init (so it calls ray.shutdown).
         self.remote: Any = None  # `run_chunk` as a Ray remote function.
-        self.board: tuple[Any, Any] | None = None  # (job id, this driver's `Board` actor)
+        self.board: tuple[Any, Any] | None = None  # (job and node, this driver's `Board`)
 
     def connect(self, options: RayOptions) -> tuple[Any, Any]:
         """Joins or starts the cluster if this process has none; `run_chunk` and the board.
 
-        The board is made once per connection (a Ray job): an actor owned by this
-        process, reserving no CPU, gone with it.
+        The board is made once per connection (a Ray job on a cluster): an actor owned
+        by this process, reserving no CPU, gone with it.
         """
         import ray
 
@@ -88,10 +88,14 @@ class _Cluster:
                 from ._ray_task import run_chunk
 
                 self.remote = ray.remote(run_chunk)
-            job = ray.get_runtime_context().get_job_id()
-            if self.board is None or self.board[0] != job:
+            # A job id alone is no key: the first job of every new cluster has the same
+            # one, and a handle kept from a cluster that was shut down makes Ray abort
+            # the process when used (after `ray.shutdown()` and `ray.init()` again).
+            context = ray.get_runtime_context()
+            session = (context.get_job_id(), context.get_node_id())
+            if self.board is None or self.board[0] != session:
                 actor = ray.remote(Board).options(num_cpus=0, max_restarts=-1)
-                self.board = (job, actor.remote())
+                self.board = (session, actor.remote())
             return self.remote, self.board[1]
 
     def stop(self) -> None:
