@@ -8,6 +8,7 @@ no workers the transform runs in the training process, and `sys.exit()` exits it
 it would in any loop.
 """
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -44,7 +45,8 @@ def test_a_data_loader_worker_that_exits_is_an_error_naming_it():
     with pytest.raises(chute.WorkerDiedError) as raised:
         list(_loader(2))
     message = str(raised.value)
-    assert message.startswith("worker 1 ended while running positions 5..6: ")
+    # Which worker, and how far its unit reaches, depends on the timing (adaptive units).
+    assert re.match(r"worker [01] ended while running positions \d+\.\.\d+: ", message)
     assert "SystemExit('3')" in message and "sys.exit()" in message
     assert isinstance(raised.value.__cause__, SystemExit)
     assert raised.value.__cause__.code == 3
@@ -53,7 +55,7 @@ def test_a_data_loader_worker_that_exits_is_an_error_naming_it():
 def test_mp_prefetch_reports_it_the_same_way():
     ds = chute.MapDataset.range(20).to_iter_dataset().map(exit_at_five)
     it = iter(ds.mp_prefetch(chute.MultiprocessingOptions(num_workers=2), chunk_size=4))
-    with pytest.raises(chute.WorkerDiedError, match=r"worker 1 ended while running chunk 1"):
+    with pytest.raises(chute.WorkerDiedError, match=r"worker [01] ended while running chunk 1 "):
         list(it)
 
 
@@ -80,5 +82,5 @@ def test_a_training_script_fails_loudly_instead_of_exiting_with_the_workers_code
     code = SCRIPT.format(here=str(Path(__file__).parent))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 1, (done.returncode, done.stderr)
-    assert "chute_execution._worker_pool.WorkerDiedError: worker 1 ended" in done.stderr
-    assert "chute: raised in worker 1 while running positions 5..6" in done.stderr
+    assert re.search(r"_worker_pool.WorkerDiedError: worker [01] ended", done.stderr)
+    assert re.search(r"chute: raised in worker [01] while running positions", done.stderr)
