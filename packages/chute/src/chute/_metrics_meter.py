@@ -174,13 +174,15 @@ class Metered(_Timed):
             self._settle(start)
             raise
         elapsed = _now() - start
-        own = elapsed - stack.pop()
+        inner = stack.pop()
+        own = elapsed - inner
         if stack:
             stack[-1] += elapsed
         cell = self.cell
         cell.seconds += own
         cell.elements += 1
-        cell.counts[_bucket(ELEMENT_BUCKETS, own)] += 1
+        bucket = _bucket(ELEMENT_BUCKETS, own)
+        cell.counts[bucket] += 1
         last = self._last
         if last is None:
             last = self._is_last()
@@ -191,7 +193,7 @@ class Metered(_Timed):
             wait = self.meter.wait
             wait.seconds += elapsed
             wait.elements += 1
-            wait.counts[_bucket(ELEMENT_BUCKETS, elapsed)] += 1
+            wait.counts[bucket if inner == 0.0 else _bucket(ELEMENT_BUCKETS, elapsed)] += 1
         return element
 
     def _settle(self, start: float) -> None:
