@@ -156,6 +156,16 @@ class Metered(_Timed):
     def seconds(self, value: float) -> None:
         self.cell.seconds = value
 
+    def _recount(self, before: float, counted: int) -> None:
+        """Counts again what the statistics' clock added, the histogram included.
+
+        `before` and `counted` are its seconds and elements before the call; the
+        histogram gets the call's mean time, once per element.
+        """
+        got, own = self.elements - counted, self.seconds - before
+        self.cell.elements, self.cell.seconds = counted, before
+        self.cell.observe(own, got)
+
     def _is_last(self) -> bool:
         """Whether this is the last stage (known once the pipeline is built: at use)."""
         if self._last is None:
@@ -218,11 +228,7 @@ class Metered(_Timed):
         try:
             elements = super().next_many(count)
         finally:
-            # The clock counted them; the histogram gets the mean, once per element.
-            got = self.elements - counted
-            own = self.seconds - before
-            self.cell.elements, self.cell.seconds = counted, before
-            self.cell.observe(own, got)
+            self._recount(before, counted)
             if self._is_last():
                 self.meter.wait.observe(time.perf_counter() - start)
         return elements
@@ -242,10 +248,7 @@ class MeteredSlowly(Metered):
         try:
             return _Timed.__next__(self)
         finally:
-            got = self.elements - counted
-            own = self.seconds - before
-            self.cell.elements, self.cell.seconds = counted, before
-            self.cell.observe(own, got)
+            self._recount(before, counted)
             if self.skipper:
                 failures = self.inner.failures
                 self.meter.cell.skipped += failures - self.failures
