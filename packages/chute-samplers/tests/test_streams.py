@@ -161,9 +161,10 @@ def test_interleave_resumes_everywhere(cycle_length, use_factories):
 
 
 def test_interleave_round_robin_order():
-    # Slot 0 reads file 0, then file 4 (file 0 ended), then file 5; slot 1 reads file 1,
-    # then file 3 (file 2 is empty).
-    expected = [0, 100, 1, 300, 2, 301, 400, 302, 401, 303, 500, 501, 502, 503, 504]
+    # Grain's order: a slot whose file ends is refilled when its turn comes back. Slot 0
+    # reads file 0; slot 1 reads file 1, then at its next turns opens file 2 (empty) and
+    # file 3; slot 0, once file 0 ended, opens file 4, and after it file 5.
+    expected = [0, 100, 1, 2, 300, 400, 301, 401, 302, 303, 500, 501, 502, 503, 504]
     assert list(_interleave(2)) == expected
 
 

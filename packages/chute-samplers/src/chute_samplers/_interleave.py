@@ -29,8 +29,9 @@ class InterleaveIter(IterNode[T]):
     """Interleaves many streams, `cycle_length` of them open at a time.
 
     Opens inputs 0, 1, ... into `cycle_length` slots and takes one element from each
-    slot in turn; when a stream ends, the next unopened input takes its slot (and is
-    read at once). Typical use: one stream per file, so a few files are read at a time.
+    slot in turn; when a stream ends, its slot is left empty for this turn, and the
+    next unopened input takes it when the turn comes back (Grain's order). Typical use:
+    one stream per file, so a few files are read at a time.
 
     Inputs are zero-argument factories (called when the input is opened or restored,
     so only open streams exist) or iterators (rewound to the state they had when
@@ -48,7 +49,7 @@ class InterleaveIter(IterNode[T]):
         >>> files = [["a0", "a1", "a2"], ["b0"], ["c0", "c1"]]
         >>> it = InterleaveIter([lambda f=f: SequentialIter(f) for f in files], cycle_length=2)
         >>> list(it)
-        ['a0', 'b0', 'a1', 'c0', 'a2', 'c1']
+        ['a0', 'b0', 'a1', 'a2', 'c0', 'c1']
         >>> it.origin  # Input 2, position 1.
         (2, 1)
     """
@@ -95,6 +96,32 @@ class InterleaveIter(IterNode[T]):
             made.set_state(state)
         return made
 
+    def input_start_state(self, number: int) -> IteratorState:
+        """The state input `number` starts from (a factory input is made to ask it).
+
+        With it, a caller can write a state that opens an input at a chosen point.
+
+        Example:
+            >>> from chute_samplers import SequentialIter
+            >>> InterleaveIter([lambda: SequentialIter(["a", "b"])], 1).input_start_state(0)
+            {'position': 0}
+        """
+        check_int(number, "number", "InterleaveIter.input_start_state", minimum=0)
+        if number >= len(self._inputs):
+            raise IndexError(
+                f"InterleaveIter.input_start_state: input {number} is past the last of "
+                f"the {len(self._inputs)} inputs."
+            )
+        if number in self._initial:
+            return self._initial[number]
+        made = self._inputs[number]()  # type: ignore[operator]
+        check_iterator(made, "InterleaveIter", f"inputs[{number}]()")
+        state: IteratorState = made.get_state()
+        close = getattr(made, "close", None)
+        if close is not None:
+            close()
+        return state
+
     def __next__(self) -> T:
         while True:
             if self._next_input >= len(self._inputs) and not any(self._slots):
@@ -110,8 +137,9 @@ class InterleaveIter(IterNode[T]):
                 continue
             try:
                 element = next(slot[1])
-            except StopIteration:
+            except StopIteration:  # The slot is refilled when the turn comes back to it.
                 self._slots[self._cursor] = None
+                self._cursor = (self._cursor + 1) % self._cycle_length
                 continue
             self._cursor = (self._cursor + 1) % self._cycle_length
             self._last = slot

@@ -25,9 +25,7 @@ __all__ = [
     "assert_equal_output_after_checkpoint",
     "batch_and_pad",
     "get_element_spec",
-    "get_next_index",
     "multithread_prefetch",
-    "set_next_index",
 ]
 
 
@@ -157,47 +155,6 @@ def get_element_spec(ds: Any) -> Any:
         ShapeDtypeStruct(shape=(2, 3), dtype=dtype('float64'))
     """
     return ds.element_spec
-
-
-def _reader_state(state: Any) -> dict[str, Any]:
-    """The innermost `{"position": p}` of a nested iterator state."""
-    while isinstance(state, dict):
-        if set(state) == {"position"}:
-            return state
-        state = state.get("parent")
-    raise InvalidArgumentError(
-        "get_next_index / set_next_index: this iterator's state has no position of a "
-        "random-access dataset read in order (an iterator of MapDataset.to_iter_dataset(), "
-        "with element-wise stages after it)."
-    )
-
-
-def get_next_index(ds_iter: Any) -> int:
-    """The position of the dataset read in order that the iterator reads next.
-
-    Example:
-        >>> import chute
-        >>> it = iter(chute.MapDataset.range(5).to_iter_dataset().map(abs))
-        >>> _ = next(it), next(it)
-        >>> get_next_index(it)
-        2
-    """
-    return int(_reader_state(ds_iter.get_state())["position"])
-
-
-def set_next_index(ds_iter: Any, index: int) -> None:
-    """Moves the iterator so that it reads position `index` next.
-
-    Example:
-        >>> import chute
-        >>> it = iter(chute.MapDataset.range(5).to_iter_dataset())
-        >>> set_next_index(it, 3)
-        >>> list(it)
-        [3, 4]
-    """
-    state = ds_iter.get_state()
-    _reader_state(state)["position"] = int(index)
-    ds_iter.set_state(state)
 
 
 def assert_equal_output_after_checkpoint(ds: Any) -> None:

@@ -40,10 +40,9 @@ from ._experimental_ops import (
     assert_equal_output_after_checkpoint,
     batch_and_pad,
     get_element_spec,
-    get_next_index,
     multithread_prefetch,
-    set_next_index,
 )
+from ._next_index import get_next_index, set_next_index
 from ._packing import (
     BestFitPackIterDataset,
     BOSHandling,
