@@ -20,7 +20,7 @@ Grain code checks.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -33,6 +33,8 @@ from .._element_spec import ShapeDtypeStruct
 from .._pipeline import Stage, stage
 from .._subclassing import made
 from ._mix import GrainMixMap
+from ._set_slice import SlicedInPlace
+from ._set_slice import set_slice as slice_in_place
 
 __all__ = ["IterDataset", "MapDataset", "strings_as_arrays"]
 
@@ -206,6 +208,46 @@ class MapDataset(_GrainDialect, _map_dataset.MapDataset[T]):
         if isinstance(count, int) and not isinstance(count, bool) and count <= 0:
             raise InvalidArgumentError(f"MapDataset.limit: count must be > 0, got {count}.")
         return super().limit(count)
+
+    @property
+    def set_slice(self) -> Callable[..., None]:
+        """`set_slice(sl, sequential_slice=False)`: a source dataset cut down in place.
+
+        Only source datasets (`MapDataset.source`, `range`) have it, as in Grain (on
+        others it is an `AttributeError`, so `hasattr` tells them apart). With
+        `sequential_slice=True`, `sl` is `slice(worker_index, None, worker_count)` and
+        the dataset becomes that worker's contiguous part, split as Grain splits;
+        otherwise any slice of the original positions. Datasets built from this one
+        afterwards read the slice; those built before keep their data.
+
+        Example:
+            >>> import chute.grain as grain
+            >>> ds = grain.MapDataset.range(10)
+            >>> ds.set_slice(slice(1, None, 3), sequential_slice=True)
+            >>> list(ds), list(ds.map(lambda x: -x))
+            ([4, 5, 6], [-4, -5, -6])
+        """
+        node, stages = self._node, self._stages
+        if isinstance(node, SlicedInPlace):
+            original, stages = node.original, stages[:-1]
+        elif [item.op for item in stages] == ["source"]:
+            original = node
+        else:
+            raise AttributeError(
+                "set_slice: only a source dataset (MapDataset.source or MapDataset.range) "
+                f"is sliced in place, as in Grain; this one ends with {stages[-1].op!r}: slice "
+                "its source, or use ds.slice(...) for a new dataset."
+            )
+        plain = self._family(original, seed=self._seed, stages=stages)
+
+        def set_slice(sl: slice, sequential_slice: bool = False) -> None:
+            if not isinstance(sequential_slice, bool):
+                raise TypeError(
+                    f"set_slice: sequential_slice must be a bool, got {sequential_slice!r}."
+                )
+            slice_in_place(self, original, plain, sl, sequential_slice)
+
+        return set_slice
 
     def to_iter_dataset(
         self, read_options: Any = None, *, allow_nones: bool = False
