@@ -255,7 +255,7 @@ def test_packers_refuse_grain_options_chute_lacks():
         grain.experimental.FirstFitPackIterDataset(
             ds, length_struct={"t": 4}, num_packing_bins=2, meta_features=["t"]
         )
-    with pytest.raises(chute.InvalidArgumentError, match=r"one length to every key"):
+    with pytest.raises(chute.InvalidArgumentError, match=r"one length to the keys that are not"):
         grain.experimental.ConcatThenSplitIterDataset(ds, length_struct={"t": 4, "u": 5})
     with pytest.raises(chute.InvalidArgumentError, match=r"bos_token_id must be set"):
         grain.experimental.ConcatThenSplitIterDataset(

@@ -8,6 +8,9 @@ from typing import Any
 
 from chute_core import InvalidArgumentError
 
+from .._pipeline import stage
+from ._concat_then_split import GrainConcatThenSplitIter
+
 __all__ = [
     "BOSHandling",
     "BestFitPackIterDataset",
@@ -130,11 +133,15 @@ def ConcatThenSplitIterDataset(
     bos_features: Collection[str] = (),
     bos_token_id: int | None = None,
 ) -> Any:
-    """`parent.pack(length, method="concat_split", bos_id=..., bos_keys=...)`.
+    """Grain's concat-then-split packing: `parent.pack(length, method="concat_split")`.
 
-    Every key is cut at the same places, so `length_struct` must give one length to
-    every key; with `REPLACE_FIRST_TOKEN_WITH_BOS`, `bos_token_id` replaces the first
-    token of every segment of the `bos_features`, as in Grain.
+    Every sequence key is cut at the same places, so `length_struct` must give one
+    length to the sequence keys; with `REPLACE_FIRST_TOKEN_WITH_BOS`, `bos_token_id`
+    replaces the first token of every segment of the `bos_features`, as in Grain.
+    `meta_features` (carried whole with every part of their element, into their own
+    length) and `split_full_length_features=False` (an element that fills a row
+    exactly gets a row of its own, after the row being filled) run Grain's algorithm
+    (`GrainConcatThenSplitIter`); without them, chute's packer gives the same rows.
 
     Example:
         >>> import chute, numpy as np
@@ -147,25 +154,77 @@ def ConcatThenSplitIterDataset(
         [[9, 2, 3, 9], [9, 3, 0, 0]]
     """
     owner = "ConcatThenSplitIterDataset"
-    _refuse(owner, meta_features=tuple(meta_features))
-    if not split_full_length_features:
-        raise InvalidArgumentError(
-            f"{owner}: split_full_length_features=False is not supported: chute cuts every "
-            "sequence where the row ends."
+    lengths_by_key = dict(length_struct)
+    meta, bos_keys = tuple(meta_features), tuple(bos_features)
+    if not isinstance(split_full_length_features, bool):
+        raise TypeError(
+            f"{owner}: split_full_length_features must be a bool, got "
+            f"{split_full_length_features!r}."
         )
-    lengths = set(dict(length_struct).values())
-    if len(lengths) != 1:
+    unknown = sorted(set(meta) - set(lengths_by_key))
+    if unknown:
         raise InvalidArgumentError(
-            f"{owner}: chute cuts every key at the same places, so length_struct must give "
-            f"one length to every key, got {dict(length_struct)}."
+            f"{owner}: meta_features {unknown} are not keys of length_struct "
+            f"{sorted(lengths_by_key)}."
+        )
+    if set(meta) & set(bos_keys):
+        raise InvalidArgumentError(
+            f"{owner}: bos_features and meta_features overlap: {sorted(set(meta) & set(bos_keys))}."
+        )
+    lengths = {n for key, n in lengths_by_key.items() if key not in meta}
+    if len(lengths) > 1:
+        raise InvalidArgumentError(
+            f"{owner}: chute cuts every sequence key at the same places, so length_struct "
+            f"must give one length to the keys that are not meta_features, got "
+            f"{lengths_by_key}."
         )
     if bos_handling is BOSHandling.DO_NOTHING:
         if bos_token_id is not None or bos_features:
             raise InvalidArgumentError(
                 f"{owner}: bos_handling=DO_NOTHING, so leave out bos_token_id and bos_features."
             )
-        return parent.pack(lengths.pop(), method="concat_split")
-    if bos_token_id is None:
+    elif bos_token_id is None:
         raise InvalidArgumentError(f"{owner}: bos_token_id must be set with {bos_handling}.")
+    if meta or not split_full_length_features:
+        return _grain_algorithm(
+            parent, lengths_by_key, meta, split_full_length_features, bos_token_id, bos_keys
+        )
+    if bos_handling is BOSHandling.DO_NOTHING:
+        return parent.pack(lengths.pop(), method="concat_split")
     keys = list(bos_features)  # As in Grain: only these keys get BOS.
     return parent.pack(lengths.pop(), method="concat_split", bos_id=bos_token_id, bos_keys=keys)
+
+
+def _grain_algorithm(
+    parent: Any,
+    lengths: dict[str, int],
+    meta: tuple[str, ...],
+    split_full: bool,
+    bos_id: int | None,
+    bos_keys: tuple[str, ...],
+) -> Any:
+    """`parent` packed by `GrainConcatThenSplitIter`, described as a `pack` stage."""
+    for key, length in lengths.items():
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise InvalidArgumentError(
+                f"ConcatThenSplitIterDataset: length_struct[{key!r}] must be an int >= 1, "
+                f"got {length!r}."
+            )
+    item = stage(
+        "pack",
+        length=lengths,
+        method="concat_split",
+        meta_features=sorted(meta),
+        split_full_length_features=split_full,
+        bos_id=bos_id,
+        bos_keys=list(bos_keys),
+    )
+    return parent._then(
+        GrainConcatThenSplitIter,
+        item,
+        lengths,
+        meta,
+        split_full=split_full,
+        bos_id=bos_id,
+        bos_keys=bos_keys,
+    )
