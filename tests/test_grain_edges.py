@@ -178,3 +178,10 @@ def test_to_iter_dataset_with_allow_nones_reads_dropped_positions_as_none() -> N
     assert list(workers) == expected
     with pytest.raises(TypeError, match="allow_nones must be a bool, got 'yes'"):
         ds.to_iter_dataset(allow_nones="yes")
+
+
+def test_load_repeats_forever_by_default_as_in_grain() -> None:
+    import itertools
+
+    loader = grain.load(chute.RangeSource(5))
+    assert list(itertools.islice(loader, 12)) == [0, 1, 2, 3, 4] * 2 + [0, 1]

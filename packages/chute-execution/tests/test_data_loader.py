@@ -136,3 +136,23 @@ def test_read_options_read_chunks_on_threads_and_change_nothing():
 def test_read_options_of_the_wrong_type_are_refused():
     with pytest.raises(TypeError, match="read_options must be a ReadOptions"):
         DataLoader(data_source=RangeSource(3), sampler=_sampler(3), read_options={"num_threads": 2})
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_endless_sampler_reads_epoch_after_epoch_and_resumes(workers):
+    sampler = IndexSampler(5, num_epochs=None, shuffle=True, seed=3)
+    bounded = IndexSampler(5, num_epochs=4, shuffle=True, seed=3)
+    expected = [m.record_key for m in bounded]
+
+    def loader(s):
+        return DataLoader(data_source=RangeSource(5), sampler=s, worker_count=workers)
+
+    it = iter(loader(sampler))
+    head = [next(it) for _ in range(20)]
+    assert head == expected
+    assert sorted(head[15:]) == [0, 1, 2, 3, 4]
+    resumed = iter(loader(sampler))
+    resumed.set_state(it.get_state())
+    assert [next(resumed) for _ in range(3)] == [next(it) for _ in range(3)]
+    for iterator in (it, resumed):
+        iterator.close()

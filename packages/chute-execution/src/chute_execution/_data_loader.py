@@ -57,7 +57,7 @@ class _Sampled(MapNode[Any]):
         self.source, self.sampler, self.pairs = source, sampler, pairs
 
     def __len__(self) -> int:
-        return len(self.sampler)
+        return self.sampler.positions  # An endless sampler (num_epochs=None) too.
 
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[Any]:
         indices, keys = self.sampler.locate(positions)

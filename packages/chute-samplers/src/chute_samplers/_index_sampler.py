@@ -147,11 +147,25 @@ class IndexSampler:
             f"num_epochs={self._num_epochs}, seed={self._seed})"
         )
 
-    def _stop(self) -> int:
+    @property
+    def positions(self) -> int:
+        """The positions this shard reads; endless: as many epochs as `sys.maxsize` allows.
+
+        Unlike `len()`, it is defined for an endless sampler: as many whole epochs as
+        keep global indices below `sys.maxsize` (a stream that outlives any run).
+
+        Example:
+            >>> IndexSampler(4, num_epochs=2).positions
+            8
+            >>> IndexSampler(4, num_epochs=None).positions > 10**18
+            True
+        """
         if not self.endless:
             return len(self)
-        # Endless: as many whole epochs as keep global indices below sys.maxsize.
         return (sys.maxsize // self._num_records) * self._epoch_length
+
+    def _stop(self) -> int:
+        return self.positions
 
     def _check_position(self, position: SupportsIndex) -> int:
         value = operator.index(position)
