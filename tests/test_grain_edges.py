@@ -185,3 +185,16 @@ def test_load_repeats_forever_by_default_as_in_grain() -> None:
 
     loader = grain.load(chute.RangeSource(5))
     assert list(itertools.islice(loader, 12)) == [0, 1, 2, 3, 4] * 2 + [0, 1]
+
+
+def test_tfrecord_iter_dataset_reads_grains_records_and_resumes(tmp_path) -> None:
+    from chute_sources import write_tfrecord
+
+    path = str(tmp_path / "data.tfrecord")
+    records = [bytes([i]) * i for i in range(12)]
+    write_tfrecord(path, records)
+    ds = grain.experimental.TFRecordIterDataset(path)
+    assert list(ds) == records
+    chute.testing.assert_resumes(lambda: iter(ds), every=1)
+    peer = pytest.importorskip("grain")
+    assert list(peer.experimental.TFRecordIterDataset(path)) == records

@@ -112,11 +112,11 @@ def test_inspect_missing_path_is_a_usage_error(run_chute, tmp_path):
 
 
 def test_inspect_unknown_format_is_a_usage_error(run_chute, tmp_path):
-    (tmp_path / "x.tfrecord").write_bytes(b"...")
-    result = run_chute("inspect", "x.tfrecord", cwd=tmp_path)
+    (tmp_path / "x.avro").write_bytes(b"...")
+    result = run_chute("inspect", "x.avro", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.startswith(
-        "chute inspect: error: unknown format of 'x.tfrecord' (suffix '.tfrecord')"
+        "chute inspect: error: unknown format of 'x.avro' (suffix '.avro')"
     )
 
 

@@ -1,4 +1,4 @@
-"""`chute convert`: Parquet, NumPy, JSON Lines, images or save_to_disk folders to ArrayRecord."""
+"""`chute convert`: data sets in any format chute reads to ArrayRecord, WebDataset or TFRecord."""
 
 from __future__ import annotations
 
@@ -25,6 +25,14 @@ from ._common import (
     help_epilog,
     usage_error,
 )
+from ._convert_outputs import (
+    OUTPUT_FORMATS,
+    WrittenShards,
+    expected_records,
+    output_kind,
+    output_paths,
+    write_output_shard,
+)
 from ._inputs import CONVERTIBLE_FORMATS, Input, open_input
 from ._manifest import MANIFEST_SUFFIX, MANIFEST_VERSION, load_manifest, write_manifest
 from ._urls import existing, file_bytes, parent_url, strip_file_scheme, upload, url_names
@@ -33,10 +41,17 @@ __all__ = ["add_convert_parser", "run_convert", "shard_bounds"]
 
 _CHUNK = 256
 _DEFAULT_RECORDS_PER_SHARD = 10_000
+_SHOWN = {"array_record": "ArrayRecord", "tfrecord": "TFRecord", "webdataset": "WebDataset"}
 
 _DESCRIPTION = f"""\
 Converts SRC into sharded ArrayRecord files, each record encoded with chute's record
-codec, readable with chute.ArrayRecordSource (or chute.MapDataset.source(...)).
+codec, readable with chute.ArrayRecordSource (or chute.MapDataset.source(...)); or,
+with --to webdataset, into WebDataset tar shards (DST-00000-of-00004.tar ...): a dict
+record's "__key__" (else its number) and other entries (bytes, str, int, JSON in .json
+fields; not those starting with _) become a sample, read by chute.WebDatasetSource; or,
+with --to tfrecord, into TFRecord files (DST-00000-of-00004.tfrecord ...): bytes
+records as they are, dict records as tf.train.Example records, read by
+chute.TFRecordSource (and TensorFlow).
 
 SRC formats (from the suffix, or --format):
   parquet  a .parquet file, a folder or a glob of them: one record per row, a dict
@@ -44,6 +59,16 @@ SRC formats (from the suffix, or --format):
   npy      a .npy file: one record per row along the first axis
   npz      a .npz file: one record per row, a dict {{name: array[i]}} of all arrays
   jsonl    a JSON Lines file: one record per non-blank line
+  webdataset
+           WebDataset .tar shards (a shard, a folder or a glob of them): one record per
+           sample, {{"__key__": ..., "__url__": shard, field: bytes, ...}}
+  array_record
+           ArrayRecord shards (to reshard them, or --to webdataset)
+  tfrecord a TFRecord file (.tfrecord, .tfrecord.gz for GZIP, TFDS's
+           name.tfrecord-00000-of-00004), a folder or a glob of them: one record per
+           TFRecord record, its bytes as they are (tf.train.Example records are not
+           parsed: chute_sources.parse_example does that when reading); every CRC is
+           checked. --to tfrecord writes them back, byte for byte
   images   a folder laid out like torchvision's ImageFolder, root/<class>/<image>:
            one record per PNG or JPEG file, {{"image": the file's encoded bytes,
            "label": the class's index in the sorted class folder names, "path":
@@ -63,8 +88,8 @@ interrupted (Ctrl-C, a crash, a killed process), run the same command again: fin
 shards are checked and kept, the others are written. At the end every shard's record
 count is checked and a sample of records is decoded and compared with SRC.
 
-SRC may be an s3:// or gs:// URL of Parquet, .npy or JSON Lines objects (an object, a
-quoted pattern, or a folder ending in /), and DST an s3:// or gs:// prefix (a folder
+SRC may be an s3:// or gs:// URL of Parquet, .npy, JSON Lines or TFRecord objects (an
+object, a quoted pattern, or a folder ending in /), and DST an s3:// or gs:// prefix (a folder
 when it ends in /): each shard is written to a temporary local folder and uploaded,
 one at a time, then the manifest. Credentials and endpoints come from the environment
 (AWS_* for S3, GOOGLE_APPLICATION_CREDENTIALS or STORAGE_EMULATOR_HOST for GCS). The
@@ -85,8 +110,8 @@ def add_convert_parser(commands: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = commands.add_parser(
         "convert",
         help=(
-            "convert Parquet, NumPy, JSON Lines, images or a saved Hugging Face data set to "
-            "sharded ArrayRecord files"
+            "convert Parquet, NumPy, JSON Lines, TFRecord, images or a saved Hugging Face data "
+            "set to sharded ArrayRecord files"
         ),
         description=_DESCRIPTION,
         epilog=help_epilog(
@@ -109,6 +134,12 @@ def add_convert_parser(commands: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--format", choices=CONVERTIBLE_FORMATS, help="the format of SRC (default: from its name)"
+    )
+    parser.add_argument(
+        "--to",
+        choices=OUTPUT_FORMATS,
+        default="array_record",
+        help="the format of DST (default array_record)",
     )
     parser.add_argument(
         "--verify-samples",
@@ -185,8 +216,6 @@ def run_convert(args: argparse.Namespace) -> int:
         >>> [int(x) for x in chute.ArrayRecordSource(os.path.join(folder, "out*.array_record"))]
         [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
     """
-    from chute_sources import shard_paths
-
     _check_args(args)
     dst = strip_file_scheme(args.dst)
     if is_object_url(dst):
@@ -204,7 +233,8 @@ def run_convert(args: argparse.Namespace) -> int:
         usage_error(f"--shards {args.shards} is more than the {total:,} records of {args.src!r}")
     bounds = shard_bounds(total, shards=args.shards, records_per_shard=args.records_per_shard)
     stem = _output_stem(dst, args.src)
-    paths = shard_paths(stem, len(bounds))
+    to = getattr(args, "to", "array_record")
+    paths = output_paths(stem, len(bounds), to)
     manifest_path = stem + MANIFEST_SUFFIX
     plan = {
         "version": MANIFEST_VERSION,
@@ -214,7 +244,8 @@ def run_convert(args: argparse.Namespace) -> int:
             "fingerprint": opened.fingerprint(),
             "num_records": total,
         },
-        "layout": {"shard_records": [stop - start for start, stop in bounds]},
+        "layout": {"shard_records": [stop - start for start, stop in bounds]}
+        | ({"to": to} if to != "array_record" else {}),
         "classes": opened.classes,
     }
     manifest = _start(plan, manifest_path, paths, args.overwrite)
@@ -310,6 +341,8 @@ def _written(paths: str | Sequence[str], decode: bool) -> Any:
     """
     from chute_sources import ArrayRecordSource
 
+    if output_kind(paths) != "array_record":
+        return WrittenShards(paths)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IncompleteShardsWarning)
         return ArrayRecordSource(paths, decode=decode, allow_incomplete=True)
@@ -348,7 +381,10 @@ def _write_shard(
     from chute_sources import write_array_record
 
     local = path if staging is None else os.path.join(staging.name, os.path.basename(path))
-    write_array_record(_encoded(opened, start, stop, bar), local, encode=False)
+    if output_kind(path) != "array_record":
+        write_output_shard(opened, local, start, stop, bar)
+    else:
+        write_array_record(_encoded(opened, start, stop, bar), local, encode=False)
     size = os.path.getsize(local)
     if staging is not None:
         bar.set_postfix_str(f"uploading {os.path.basename(path)}")
@@ -384,9 +420,8 @@ def _verify(opened: Input, paths: list[str], bounds: list[tuple[int, int]], samp
     written = _written(paths, decode=True)
     for first in range(0, len(keys), _CHUNK):
         chunk = keys[first : first + _CHUNK]
-        for key, expected, actual in zip(
-            chunk, opened.read(chunk), written.__getitems__(chunk), strict=True
-        ):
+        wanted = expected_records(opened, chunk, output_kind(paths))
+        for key, expected, actual in zip(chunk, wanted, written.__getitems__(chunk), strict=True):
             difference = first_difference(expected, actual)
             if difference is not None:
                 shard = next(n for n, (lo, hi) in enumerate(bounds) if lo <= key < hi)
@@ -420,7 +455,8 @@ def _summary(
     total_bytes = sum(entry["bytes"] for entry in shards.values())
     print(
         f"chute convert: {opened.num_records:,} records of {opened.path} ({opened.format}) "
-        f"-> {len(paths)} ArrayRecord shard{'s' if len(paths) > 1 else ''}"
+        f"-> {len(paths)} {_SHOWN[output_kind(paths)]} "
+        f"shard{'s' if len(paths) > 1 else ''}"
     )
     shown = (
         list(range(len(paths)))

@@ -2,11 +2,12 @@
 
 Formats: Parquet, NumPy `.npy` / `.npz`, JSON Lines, folders of PNG / JPEG images laid
 out like torchvision's `ImageFolder` (one subfolder per class), folders that Hugging Face
-`datasets` wrote with `save_to_disk`, and ArrayRecord. Each is
+`datasets` wrote with `save_to_disk`, ArrayRecord, TFRecord (plain or GZIP) and WebDataset
+tar shards. Each is
 read by its `chute_sources` source; this module turns their errors into one-line
 `CliError`s and, for images, adds a decoding check (with Pillow, when installed).
 `s3://` and `gs://` URLs (objects, patterns, folders) are read by the sources that
-take them: ArrayRecord, Parquet, NumPy `.npy` and JSON Lines.
+take them: ArrayRecord, Parquet, NumPy `.npy`, JSON Lines, TFRecord and WebDataset.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -26,6 +28,8 @@ from chute_sources import (
     ImageFolderSource,
     IncompleteShardsWarning,
     JsonLinesSource,
+    TFRecordSource,
+    WebDatasetSource,
     is_object_url,
     object_info,
 )
@@ -42,9 +46,29 @@ __all__ = [
     "open_input",
 ]
 
-FORMATS = ("array_record", "huggingface", "images", "jsonl", "npy", "npz", "parquet")
+FORMATS = (
+    "array_record",
+    "huggingface",
+    "images",
+    "jsonl",
+    "npy",
+    "npz",
+    "parquet",
+    "tfrecord",
+    "webdataset",
+)
 """Every format `chute inspect` reads."""
-CONVERTIBLE_FORMATS = ("huggingface", "images", "jsonl", "npy", "npz", "parquet")
+CONVERTIBLE_FORMATS = (
+    "array_record",
+    "huggingface",
+    "images",
+    "jsonl",
+    "npy",
+    "npz",
+    "parquet",
+    "tfrecord",
+    "webdataset",
+)
 """The formats `chute convert` turns into ArrayRecord."""
 
 _SUFFIXES = {
@@ -56,8 +80,14 @@ _SUFFIXES = {
     ".npz": "npz",
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",
+    ".tfrecord": "tfrecord",
+    ".tfrecords": "tfrecord",
+    ".tfrec": "tfrecord",
+    ".tar": "webdataset",
 }
-_OWN_WORDING = ("images", "jsonl")
+_TFRECORD_NAME = re.compile(r"\.(tfrecords?|tfrec)(-\d+-of-\d+)?(\.gz)?\Z")
+"""TFRecord names: `x.tfrecord`, `x.tfrecord.gz`, TFDS's `train.tfrecord-00000-of-00004`."""
+_OWN_WORDING = ("images", "jsonl", "webdataset")
 """Formats whose sources word their errors as the CLI does: shown as they are."""
 _GLOB_CHARS = ("*", "?", "[")
 
@@ -70,7 +100,7 @@ def _folder_format(folder: str) -> str | None:
     names = os.listdir(folder)
     if any(name in names for name in _HF_FILES):  # Before images: splits are subfolders.
         return "huggingface"
-    for suffix in (".array_record", ".parquet", ".parq"):
+    for suffix in (".array_record", ".parquet", ".parq", ".tfrecord", ".tfrec", ".tar"):
         if any(suffix in name for name in names):
             return _SUFFIXES[suffix]
     if any(os.path.isdir(os.path.join(folder, n)) and not n.startswith(".") for n in names):
@@ -113,6 +143,8 @@ def detect_format(path: str, given: str | None = None) -> str:
                 "subfolders of images; pass --format"
             )
         return found
+    if _is_tfrecord(path):
+        return "tfrecord"
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in _SUFFIXES:
         usage_error(
@@ -122,7 +154,13 @@ def detect_format(path: str, given: str | None = None) -> str:
     return _SUFFIXES[suffix]
 
 
+def _is_tfrecord(path: str) -> bool:
+    return _TFRECORD_NAME.search(path.rsplit("/", 1)[-1].lower()) is not None
+
+
 def _suffix_format(path: str) -> str | None:
+    if _is_tfrecord(path):
+        return "tfrecord"
     return _SUFFIXES.get(os.path.splitext(path.rsplit("/", 1)[-1])[1].lower())
 
 
@@ -154,12 +192,21 @@ def _url_format(url: str) -> str:
             "chute reads from local folders only; download it first (aws s3 sync / gcloud "
             "storage cp -r) or pass the objects of another format"
         )
-    for suffix in (".array_record", ".parquet", ".parq", ".jsonl", ".ndjson"):
+    for suffix in (
+        ".array_record",
+        ".parquet",
+        ".parq",
+        ".jsonl",
+        ".ndjson",
+        ".tfrecord",
+        ".tfrec",
+        ".tar",
+    ):
         if any(suffix in name for name in top):
             return _SUFFIXES[suffix]
     usage_error(
-        f"cannot tell the format of {url!r}: it holds no .array_record, .parquet or .jsonl "
-        "objects; pass --format"
+        f"cannot tell the format of {url!r}: it holds no .array_record, .parquet, .jsonl or "
+        ".tfrecord objects; pass --format"
     )
 
 
@@ -303,6 +350,14 @@ def _open(path: str, kind: str, allow_incomplete: bool = False) -> Input:
         jsonl = JsonLinesSource(path)
         files = list(jsonl.files) if is_object_url(path) else [path]
         return Input(path, kind, jsonl, files, list(jsonl.file_records), files)
+    if kind == "tfrecord":
+        tfrecord = TFRecordSource(path)
+        files = list(tfrecord.files)
+        return Input(path, kind, tfrecord, files, list(tfrecord.file_records), files)
+    if kind == "webdataset":
+        shards = WebDatasetSource(path)
+        files = list(shards.shards)
+        return Input(path, kind, shards, files, list(shards.shard_samples), files)
     if kind == "images":
         images = ImageFolderSource(path)
         files = [os.path.join(path, p) for p, _ in images.samples]

@@ -1,10 +1,10 @@
 """chute's sources layer: where records come from.
 
 The record codec and the sources: range, in-memory sequence, shared memory, ArrayRecord,
-Parquet, NumPy, JSON Lines, image folders and data sets saved by Hugging Face
-`datasets`, on local disk or in `s3://` / `gs://` buckets. The protocols, error types
-and pipeline description every layer builds on are `chute_core`'s; this package
-exports them too, so `chute_sources.ChuteError` and the like keep working.
+Parquet, NumPy, JSON Lines, TFRecord, WebDataset, image folders and data sets saved by
+Hugging Face `datasets`, on local disk or in `s3://` / `gs://` buckets. The protocols,
+error types and pipeline description every layer builds on are `chute_core`'s; this
+package exports them too, so `chute_sources.ChuteError` and the like keep working.
 
 Example:
     >>> from chute_sources import RangeSource, read_records
@@ -71,6 +71,15 @@ from ._remote._options import StorageOptions as StorageOptions
 from ._remote._urls import is_object_url as is_object_url
 from ._sequence import SequenceSource as SequenceSource
 from ._shared_memory import SharedMemorySource as SharedMemorySource
+from ._tfrecord import TFRecordSource as TFRecordSource
+from ._tfrecord_example import encode_example as encode_example
+from ._tfrecord_example import parse_example as parse_example
+from ._tfrecord_writer import write_tfrecord as write_tfrecord
+from ._webdataset import WebDatasetSource as WebDatasetSource
+from ._webdataset_decode import webdataset_decoders as webdataset_decoders
+from ._webdataset_stream import WebDatasetStream as WebDatasetStream
+from ._webdataset_writer import WebDatasetWriter as WebDatasetWriter
+from ._webdataset_writer import write_webdataset as write_webdataset
 
 if TYPE_CHECKING:
     from ._array_record import ArrayRecordSource as ArrayRecordSource
@@ -147,20 +156,29 @@ __all__ = [
     "StageTraits",
     "StorageOptions",
     "SupportsGetItems",
+    "TFRecordSource",
+    "WebDatasetSource",
+    "WebDatasetStream",
+    "WebDatasetWriter",
     "declare_stage",
     "declared_stages",
     "decode_record",
     "delete_object",
+    "encode_example",
     "encode_record",
     "is_declared",
     "is_encoded_record",
     "is_object_url",
     "list_objects",
     "object_info",
+    "parse_example",
     "read_object",
     "read_records",
     "shard_paths",
     "stage_traits",
+    "webdataset_decoders",
     "write_array_record",
     "write_object",
+    "write_tfrecord",
+    "write_webdataset",
 ]

@@ -60,6 +60,9 @@ from chute_sources import RangeSource as RangeSource
 from chute_sources import SequenceSource as SequenceSource
 from chute_sources import SharedMemorySource as SharedMemorySource
 from chute_sources import StorageOptions as StorageOptions
+from chute_sources import TFRecordSource as TFRecordSource
+from chute_sources import WebDatasetSource as WebDatasetSource
+from chute_sources import WebDatasetStream as WebDatasetStream
 from chute_sources import decode_record as decode_record
 from chute_sources import encode_record as encode_record
 from chute_transforms import BatchError as BatchError
@@ -202,8 +205,11 @@ __all__ = [
     "SourceFileError",
     "SourceFileNotFoundError",
     "StorageOptions",
+    "TFRecordSource",
     "Tokenize",
     "TraceOptions",
+    "WebDatasetSource",
+    "WebDatasetStream",
     "WeightSchedule",
     "WorkerDiedError",
     "WorkerError",

@@ -56,7 +56,6 @@ NOT_PROVIDED: dict[str, str] = {
     "monitoring": "Grain's internal metrics; use `ds.iter(stats=True)` instead",
     "proto": "Grain's execution summary protobufs; use `ds.iter(stats=True)` instead",
     "transforms.TfRandomMap": "TensorFlow transforms: chute does not use TensorFlow",
-    "experimental.TFRecordIterDataset": "chute does not read TFRecord files",
     "experimental.ElasticIterator": "chute restores sharded pipelines on any host count, "
     "from hosts stopped at any step, with `chute.checkpoint.restore` (it reshards); see the "
     "guide 'Resuming on another number of hosts'",

@@ -68,6 +68,7 @@ __all__ = [
     "RebatchIterDataset",
     "RepeatIterDataset",
     "ShapeDtypeStruct",
+    "TFRecordIterDataset",
     "ThreadPrefetchDatasetIterator",
     "ThreadPrefetchIterDataset",
     "WindowShuffleIterDataset",
@@ -98,3 +99,25 @@ def ThreadPrefetchDatasetIterator(parent: Any, prefetch_buffer_size: int) -> Any
     from chute_execution import ThreadPrefetchIter
 
     return ThreadPrefetchIter(parent, prefetch_buffer_size)
+
+
+def TFRecordIterDataset(path: str) -> Any:
+    """The records of the TFRecord file `path`, in order, as `bytes` (Grain's name).
+
+    `MapDataset.source(chute.TFRecordSource(path)).to_iter_dataset()`: every CRC is
+    checked, and the state is a record position (Grain keeps a byte offset).
+
+    Example:
+        >>> import os, tempfile
+        >>> from chute_sources import write_tfrecord
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.tfrecord")
+        >>> write_tfrecord(path, [b"x", b"yz"])
+        2
+        >>> list(TFRecordIterDataset(path))
+        [b'x', b'yz']
+    """
+    from chute_sources import TFRecordSource
+
+    from ._datasets import MapDataset
+
+    return MapDataset.source(TFRecordSource(path)).to_iter_dataset()
