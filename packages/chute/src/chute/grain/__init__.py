@@ -26,7 +26,6 @@ from __future__ import annotations
 from chute_core import RecordMetadata
 from chute_execution import MultiprocessingOptions, ReadOptions
 
-from .._data_loader import DataLoader
 from .._subclassing import DatasetIterator
 from . import (
     checkpoint,
@@ -42,6 +41,7 @@ from . import (
 from ._config import config
 from ._datasets import IterDataset, MapDataset
 from ._legacy import Record, load
+from ._loader import DataLoader
 
 DataLoaderIterator = python.PyGrainDatasetIterator
 """The base class of a `DataLoader`'s iterators."""

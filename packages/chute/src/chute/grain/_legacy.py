@@ -18,9 +18,12 @@ from typing import Any, SupportsIndex
 import numpy as np
 
 from chute_core import RecordMetadata
-from chute_execution import DataLoader, ReadOptions
-from chute_samplers import IndexSampler, NoSharding, ShardOptions
+from chute_execution import ReadOptions
+from chute_samplers import NoSharding, ShardOptions
 from chute_transforms import BatchTransform, FilterTransform, MapTransform, RandomMapTransform
+
+from ._loader import DataLoader
+from ._samplers import IndexSampler
 
 __all__ = [
     "BatchOperation",
@@ -29,7 +32,6 @@ __all__ = [
     "MapOperation",
     "RandomMapOperation",
     "Record",
-    "SequentialSampler",
     "load",
 ]
 
@@ -92,21 +94,6 @@ def BatchOperation(
         BatchTransform(batch_size=4, drop_remainder=True, pad=False, batch_fn=None)
     """
     return BatchTransform(batch_size, drop_remainder=drop_remainder, batch_fn=batch_fn)
-
-
-def SequentialSampler(
-    num_records: int, shard_options: ShardOptions | None = None, seed: int | None = None
-) -> IndexSampler:
-    """Each record once, in order (this shard's): an `IndexSampler` without shuffle.
-
-    `seed` seeds the records' generators (for random maps), as in Grain.
-
-    Example:
-        >>> [m.record_key for m in SequentialSampler(3)]
-        [0, 1, 2]
-    """
-    options = NoSharding() if shard_options is None else shard_options
-    return IndexSampler(num_records, num_epochs=1, shard_options=options, seed=seed)
 
 
 @dataclasses.dataclass
@@ -196,9 +183,9 @@ def load(
     """
     sampler = IndexSampler(
         len(source),
-        num_epochs=num_epochs,
         shard_options=NoSharding() if shard_options is None else shard_options,
         shuffle=shuffle,
+        num_epochs=num_epochs,
         seed=seed,
     )
     operations = list(transformations)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from chute_core import RandomAccessDataSource, RecordMetadata
 from chute_execution import MultiprocessingOptions, ReadOptions
-from chute_samplers import IndexSampler, IterNode, NoSharding, ShardOptions
+from chute_samplers import IterNode, NoSharding, ShardOptions
 from chute_transforms import BatchTransform as Batch
 from chute_transforms import (
     FilterTransform,
@@ -29,7 +29,6 @@ from chute_transforms import (
     RandomMapTransform,
 )
 
-from .._data_loader import DataLoader
 from .._subclassing import DatasetIterator
 from . import experimental
 from ._config import config
@@ -42,9 +41,10 @@ from ._legacy import (
     MapOperation,
     RandomMapOperation,
     Record,
-    SequentialSampler,
     load,
 )
+from ._loader import DataLoader
+from ._samplers import IndexSampler, SequentialSampler
 from .constants import DATASET_INDEX, EPOCH, INDEX, META_FEATURES, RECORD, RECORD_KEY, SEED
 from .samplers import Sampler
 from .sources import RangeDataSource, SharedMemoryDataSource

@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from chute_core import RecordMetadata
-from chute_samplers import IndexSampler
 
-from ._legacy import SequentialSampler
+from ._samplers import IndexSampler, SequentialSampler
 
 __all__ = ["IndexSampler", "Sampler", "SequentialSampler"]
 
