@@ -56,16 +56,11 @@ NOT_PROVIDED: dict[str, str] = {
     "monitoring": "Grain's internal metrics; use `ds.iter(stats=True)` instead",
     "proto": "Grain's execution summary protobufs; use `ds.iter(stats=True)` instead",
     "transforms.TfRandomMap": "TensorFlow transforms: chute does not use TensorFlow",
-    "experimental.ElasticIterator": "chute restores sharded pipelines on any host count, "
-    "from hosts stopped at any step, with `chute.checkpoint.restore` (it reshards); see the "
-    "guide 'Resuming on another number of hosts'",
-    "experimental.DatasetOptions": "Grain's filter thresholds and execution tracking; "
-    "chute warns about filters on its own (`FilterWarning`)",
+    "experimental.DatasetOptions": "options that reach every stage of a pipeline, worker "
+    "processes included, are not built: chute's filters warn on their own (`FilterWarning`, "
+    "silenced with a warnings filter) and `ds.iter(stats=True)` times every stage",
     "experimental.WithOptionsIterDataset": "see DatasetOptions",
     "experimental.ExecutionTrackingMode": "see DatasetOptions",
-    "experimental.RngPool": "chute derives every random draw from (seed, position)",
-    "experimental.index_shuffle": "chute's shuffle is its own permutation "
-    "(`chute_samplers.Permutation`)",
     "experimental.PackAndBatchOperation": "legacy packing operation; use "
     "`IterDataset.pack(...).batch(...)`",
     "experimental.ShapeDtypeStructProtocol": "`ShapeDtypeStruct` has the same attributes",

@@ -25,6 +25,7 @@ from ..experimental import (
     device_put,
     pick_performance_config,
 )
+from ._elastic import ElasticIterator
 from ._experimental_ops import (
     CacheIterDataset,
     FlatMapIterDataset,
@@ -49,6 +50,7 @@ from ._packing import (
     ConcatThenSplitIterDataset,
     FirstFitPackIterDataset,
 )
+from ._random import RngPool, index_shuffle
 from ._window_shuffle import WindowShuffleMapDataset
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "BestFitPackIterDataset",
     "CacheIterDataset",
     "ConcatThenSplitIterDataset",
+    "ElasticIterator",
     "FirstFitPackIterDataset",
     "FlatMapIterDataset",
     "FlatMapMapDataset",
@@ -67,6 +70,7 @@ __all__ = [
     "PerformanceConfig",
     "RebatchIterDataset",
     "RepeatIterDataset",
+    "RngPool",
     "ShapeDtypeStruct",
     "TFRecordIterDataset",
     "ThreadPrefetchDatasetIterator",
@@ -81,6 +85,7 @@ __all__ = [
     "device_put",
     "get_element_spec",
     "get_next_index",
+    "index_shuffle",
     "multithread_prefetch",
     "pick_performance_config",
     "set_next_index",
