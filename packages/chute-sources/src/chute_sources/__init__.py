@@ -1,10 +1,11 @@
 """chute's sources layer: where records come from.
 
 The record codec and the sources: range, in-memory sequence, shared memory, ArrayRecord,
-Parquet, NumPy, JSON Lines, TFRecord, WebDataset, image folders and data sets saved by
-Hugging Face `datasets`, on local disk or in `s3://` / `gs://` buckets. The protocols,
-error types and pipeline description every layer builds on are `chute_core`'s; this
-package exports them too, so `chute_sources.ChuteError` and the like keep working.
+Parquet, NumPy, JSON Lines, TFRecord, WebDataset, image folders, data sets saved by
+Hugging Face `datasets` and its streams of Parquet and JSON Lines files, on local disk or
+in `s3://` / `gs://` buckets. The protocols, error types and pipeline description every
+layer builds on are `chute_core`'s; this package exports them too, so
+`chute_sources.ChuteError` and the like keep working.
 
 Example:
     >>> from chute_sources import RangeSource, read_records
@@ -88,6 +89,7 @@ if TYPE_CHECKING:
     from ._array_record_writer import shard_paths as shard_paths
     from ._array_record_writer import write_array_record as write_array_record
     from ._hf_disk import HuggingFaceDiskSource as HuggingFaceDiskSource
+    from ._hf_stream import HuggingFaceStreamSource as HuggingFaceStreamSource
     from ._parquet import ParquetSource as ParquetSource
     from ._parquet import ParquetStream as ParquetStream
 
@@ -100,6 +102,7 @@ _LAZY = {
     "shard_paths": "._array_record_writer",
     "write_array_record": "._array_record_writer",
     "HuggingFaceDiskSource": "._hf_disk",
+    "HuggingFaceStreamSource": "._hf_stream",
     "ParquetSource": "._parquet",
     "ParquetStream": "._parquet",
 }
@@ -120,6 +123,7 @@ __all__ = [
     "ErrorBudgetExceededError",
     "FileInstruction",
     "HuggingFaceDiskSource",
+    "HuggingFaceStreamSource",
     "ImageFolderSource",
     "IncompleteShardsWarning",
     "InvalidArgumentError",

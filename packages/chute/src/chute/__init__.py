@@ -95,6 +95,7 @@ if TYPE_CHECKING:
     from chute_sources import ArrayRecordSource as ArrayRecordSource
     from chute_sources import FileInstruction as FileInstruction
     from chute_sources import HuggingFaceDiskSource as HuggingFaceDiskSource
+    from chute_sources import HuggingFaceStreamSource as HuggingFaceStreamSource
     from chute_sources import ParquetSource as ParquetSource
     from chute_sources import ParquetStream as ParquetStream
     from chute_sources import write_array_record as write_array_record
@@ -109,6 +110,7 @@ _LAZY = {
     "ArrayRecordSource",
     "FileInstruction",
     "HuggingFaceDiskSource",
+    "HuggingFaceStreamSource",
     "ParquetSource",
     "ParquetStream",
     "PerformanceConfig",
