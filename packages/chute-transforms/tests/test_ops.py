@@ -15,6 +15,8 @@ from chute_transforms import (
     BatchMap,
     FilterIter,
     FilterMap,
+    FilterRatioError,
+    FilterThresholds,
     FilterTransform,
     FilterWarning,
     FlatMapIter,
@@ -71,8 +73,32 @@ def test_filter_keeps_positions_and_iteration_skips_dropped():
 
 def test_filter_warns_once_when_it_drops_almost_everything():
     ds = FilterMap(range(5000), lambda x: x == 7)
-    with pytest.warns(FilterWarning, match=r"dropped .* \(> 90%\)"):
+    with pytest.warns(FilterWarning, match=r"dropped .* \(100% > 90%\)"):
         assert list(ds) == [7]
+
+
+def _is_even(x):
+    return x % 2 == 0
+
+
+def test_filter_thresholds_shared_by_filters_warn_or_raise_per_window():
+    import warnings
+
+    from chute_samplers import SequentialIter
+
+    thresholds = FilterThresholds(warn_ratio=None, window=100)
+    half = FilterMap(range(1000), _is_even, thresholds)
+    stream = FilterIter(SequentialIter(range(1000)), lambda x: x % 2 == 0, thresholds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(list(half)) == 500 and len(list(stream)) == 500
+    thresholds.set(warn_ratio=0.9, raise_ratio=0.4)  # Both filters see it.
+    with pytest.raises(FilterRatioError, match=r"filter\(<lambda>\) dropped 50 of a window of 100"):
+        list(FilterIter(SequentialIter(range(1000)), lambda x: x % 2 == 0, thresholds))
+    with pytest.raises(FilterRatioError, match=r"above raise_ratio 0.4 \(Grain's"):
+        list(pickle.loads(pickle.dumps(half)))  # Worker processes get the thresholds.
+    with pytest.raises(ValueError, match=r"raise_ratio must be a number in \[0, 1\] or None"):
+        thresholds.set(0.9, 2)
 
 
 def test_random_map_is_a_pure_function_of_seed_epoch_and_position():

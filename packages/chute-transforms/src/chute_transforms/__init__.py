@@ -38,6 +38,9 @@ from ._concat_split import ConcatSplitIter as ConcatSplitIter
 from ._errors import BatchError as BatchError
 from ._errors import PackingError as PackingError
 from ._errors import TransformTypeError as TransformTypeError
+from ._filter_thresholds import FilterRatioError as FilterRatioError
+from ._filter_thresholds import FilterThresholds as FilterThresholds
+from ._filter_thresholds import FilterWarning as FilterWarning
 from ._first_fit import FirstFitPackIter as FirstFitPackIter
 from ._iter_ops import FilterIter as FilterIter
 from ._iter_ops import FlatMapIter as FlatMapIter
@@ -48,7 +51,6 @@ from ._key_ops import MapWithKeyIter as MapWithKeyIter
 from ._key_ops import MapWithKeyMap as MapWithKeyMap
 from ._map_chain import MapChain as MapChain
 from ._map_ops import FilterMap as FilterMap
-from ._map_ops import FilterWarning as FilterWarning
 from ._map_ops import MapMap as MapMap
 from ._map_ops import MapWithIndexMap as MapWithIndexMap
 from ._map_ops import RandomMapMap as RandomMapMap
@@ -79,6 +81,8 @@ __all__ = [
     "ConcatSplitIter",
     "FilterIter",
     "FilterMap",
+    "FilterRatioError",
+    "FilterThresholds",
     "FilterTransform",
     "FilterWarning",
     "FirstFitPackIter",

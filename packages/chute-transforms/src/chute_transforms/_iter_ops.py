@@ -41,6 +41,7 @@ from ._adapters import (
     as_map_fn,
     as_map_with_index_fn,
 )
+from ._filter_thresholds import FilterCounter, FilterThresholds
 from ._map_ops import FilterMap, MapMap, MapWithIndexMap, RandomMapMap, fn_name
 from ._map_structure_ops import FlatMapMap
 from ._origins import child_origin
@@ -310,13 +311,17 @@ class FilterIter(_StreamOp[T]):
     _op = "filter"
 
     def __init__(
-        self, parent: CheckpointableIterator[T], predicate: Callable[[T], Any] | Any
+        self,
+        parent: CheckpointableIterator[T],
+        predicate: Callable[[T], Any] | Any,
+        thresholds: FilterThresholds | None = None,
     ) -> None:
         super().__init__(parent, predicate)
         self._predicate = as_filter_fn(predicate)
+        self._counter = FilterCounter(thresholds, f"filter({self._fn_shown})")
 
     def __next__(self) -> T:
-        keep = self._predicate
+        keep, counter = self._predicate, self._counter
         while True:
             element: T = next(self._parent)
             if self._ledger is not None and self._replayed():
@@ -328,6 +333,7 @@ class FilterIter(_StreamOp[T]):
                     raise
                 continue
             self._index += 1
+            counter.count(1, 0 if kept else 1)
             if kept:
                 return element
 

@@ -10,7 +10,6 @@ and the element's position.
 from __future__ import annotations
 
 import operator
-import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -35,12 +34,12 @@ from ._adapters import (
     as_map_with_index_fn,
     many_or_none,
 )
+from ._filter_thresholds import FilterCounter, FilterThresholds
 from ._record_rng import random_map_parts, record_key_rngs
 from ._stage_errors import annotate
 
 __all__ = [
     "FilterMap",
-    "FilterWarning",
     "MapMap",
     "MapWithIndexMap",
     "RandomMapMap",
@@ -251,22 +250,15 @@ class RandomMapMap(_ElementOp[U]):
         return f"RandomMapMap({self._parent!r}, {self._fn_shown}, seed={self._seed})"
 
 
-class FilterWarning(UserWarning):
-    """A filter dropped more than 90% of the elements it saw (after 1000 elements).
-
-    Example:
-        >>> issubclass(FilterWarning, UserWarning)
-        True
-    """
-
-
 class FilterMap(_ElementOp[T]):
     """Keeps the elements for which `predicate(element)` is truthy.
 
     Positions stay: a dropped element reads as `chute_sources.DROPPED`, so random
     access and checkpoints remain O(1); iteration skips dropped positions. A
-    `FilterWarning` is issued once if more than 90% of at least 1000 elements seen in
-    this process were dropped (a filter that drops almost everything wastes the reads).
+    `FilterWarning` is issued once if more than 90% of a window of 1000 elements seen in
+    this process were dropped (a filter that drops almost everything wastes the reads);
+    `thresholds` (a `FilterThresholds`, shared by the filters of a pipeline) changes
+    that share, or makes the filter raise `FilterRatioError` above another.
 
     Example:
         >>> ds = FilterMap(range(6), lambda x: x % 3 == 0)
@@ -275,17 +267,17 @@ class FilterMap(_ElementOp[T]):
     """
 
     _op = "filter"
-    _WARN_AFTER = 1000
 
     def __init__(
-        self, parent: RandomAccessDataSource[T], predicate: Callable[[T], Any] | Any
+        self,
+        parent: RandomAccessDataSource[T],
+        predicate: Callable[[T], Any] | Any,
+        thresholds: FilterThresholds | None = None,
     ) -> None:
         super().__init__(parent, predicate)
         self._may_drop = True
         self._predicate = as_filter_fn(predicate)
-        self._seen = 0
-        self._dropped = 0
-        self._warned = False
+        self._counter = FilterCounter(thresholds, f"filter({self._fn_shown})")
 
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T | Any]:
         keep, out = self._predicate, []
@@ -296,25 +288,10 @@ class FilterMap(_ElementOp[T]):
         except Exception as error:
             self._fail(error, positions, len(out))
             raise
-        self._count(out)
+        self._counter.count_out(out)
         return out
 
-    def _count(self, out: list[Any]) -> None:
-        if self._warned:
-            return
-        self._seen += len(out)
-        self._dropped += sum(1 for element in out if element is DROPPED)
-        if self._seen >= self._WARN_AFTER and self._dropped > 0.9 * self._seen:
-            self._warned = True
-            warnings.warn(
-                f"filter({self._fn_shown}) dropped {self._dropped} of the {self._seen} "
-                "elements it saw (> 90%); consider filtering the data once, offline, or "
-                "mixing sources by weight instead.",
-                FilterWarning,
-                stacklevel=2,
-            )
-
     def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state.update(_seen=0, _dropped=0, _warned=False)
+        state = self.__dict__.copy()  # Each process counts its own windows.
+        state["_counter"] = FilterCounter(self._counter.thresholds, self._counter.shown)
         return state

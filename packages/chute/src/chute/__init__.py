@@ -67,7 +67,9 @@ from chute_sources import decode_record as decode_record
 from chute_sources import encode_record as encode_record
 from chute_transforms import BatchError as BatchError
 from chute_transforms import BatchTransform as BatchTransform
+from chute_transforms import FilterRatioError as FilterRatioError
 from chute_transforms import FilterTransform as FilterTransform
+from chute_transforms import FilterWarning as FilterWarning
 from chute_transforms import FlatMapTransform as FlatMapTransform
 from chute_transforms import MapTransform as MapTransform
 from chute_transforms import MapWithIndexTransform as MapWithIndexTransform
@@ -159,7 +161,9 @@ __all__ = [
     "ErrorBudget",
     "ErrorBudgetExceededError",
     "FileInstruction",
+    "FilterRatioError",
     "FilterTransform",
+    "FilterWarning",
     "FlatMapTransform",
     "ImageFolderSource",
     "InMemoryDataSource",

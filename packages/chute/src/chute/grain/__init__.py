@@ -56,11 +56,6 @@ NOT_PROVIDED: dict[str, str] = {
     "monitoring": "Grain's internal metrics; use `ds.iter(stats=True)` instead",
     "proto": "Grain's execution summary protobufs; use `ds.iter(stats=True)` instead",
     "transforms.TfRandomMap": "TensorFlow transforms: chute does not use TensorFlow",
-    "experimental.DatasetOptions": "options that reach every stage of a pipeline, worker "
-    "processes included, are not built: chute's filters warn on their own (`FilterWarning`, "
-    "silenced with a warnings filter) and `ds.iter(stats=True)` times every stage",
-    "experimental.WithOptionsIterDataset": "see DatasetOptions",
-    "experimental.ExecutionTrackingMode": "see DatasetOptions",
     "experimental.PackAndBatchOperation": "legacy packing operation; use "
     "`IterDataset.pack(...).batch(...)`",
     "experimental.ShapeDtypeStructProtocol": "`ShapeDtypeStruct` has the same attributes",

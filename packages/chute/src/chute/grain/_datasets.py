@@ -27,12 +27,14 @@ import numpy as np
 
 from chute_core import DROPPED, InvalidArgumentError
 from chute_samplers import EpochArray, MapNode, PositionArray, fetch
+from chute_transforms import FilterIter, FilterMap
 
 from .. import _iter_dataset, _map_dataset
 from .._element_spec import ShapeDtypeStruct
 from .._pipeline import Stage, stage
 from .._subclassing import made
 from ._mix import GrainMixMap
+from ._options import ExecutionTrackingMode, filter_thresholds, options_of
 from ._set_slice import SlicedInPlace
 from ._set_slice import set_slice as slice_in_place
 
@@ -147,13 +149,30 @@ class IterDataset(_GrainDialect, _iter_dataset.IterDataset[T]):
         <class 'numpy.ndarray'>
     """
 
-    __slots__ = ()
+    __slots__ = ("_grain_options", "_grain_thresholds")  # `DatasetOptions`, a filter's.
+    _grain_options: Any
+    _grain_thresholds: Any
 
     def limit(self, count: int) -> Any:
         """The first `count` elements; as in Grain, `count` must be positive."""
         if isinstance(count, int) and not isinstance(count, bool) and count <= 0:
             raise InvalidArgumentError(f"IterDataset.limit: count must be > 0, got {count}.")
         return super().limit(count)
+
+    def filter(self, transform: Any) -> Any:
+        """`filter`, with the thresholds of the pipeline's `DatasetOptions` (Grain's)."""
+        thresholds = filter_thresholds(self)
+        result = self._then(FilterIter, stage("filter", fn=transform), transform, thresholds)
+        result._grain_thresholds = thresholds
+        return result
+
+    def iter(self, *, stats: bool = False, **options: Any) -> Any:
+        """`iter`, timing every stage when the pipeline's options ask (`STAGE_TIMING`)."""
+        chosen = options_of(self)
+        timing = chosen is not None and (
+            chosen.execution_tracking_mode is ExecutionTrackingMode.STAGE_TIMING
+        )
+        return super().iter(stats=stats or timing, **options)
 
     _chute = _iter_dataset.IterDataset
 
@@ -169,7 +188,8 @@ class MapDataset(_GrainDialect, _map_dataset.MapDataset[T]):
         {'t': array(['x', 'yy'], dtype='<U2')}
     """
 
-    __slots__ = ()
+    __slots__ = ("_grain_thresholds",)  # A filter's `FilterThresholds`.
+    _grain_thresholds: Any
 
     @classmethod
     def mix(
@@ -208,6 +228,14 @@ class MapDataset(_GrainDialect, _map_dataset.MapDataset[T]):
         if isinstance(count, int) and not isinstance(count, bool) and count <= 0:
             raise InvalidArgumentError(f"MapDataset.limit: count must be > 0, got {count}.")
         return super().limit(count)
+
+    def filter(self, transform: Any) -> Any:
+        """`filter`, with the thresholds of the pipeline's `DatasetOptions` (Grain's)."""
+        thresholds = filter_thresholds(self)
+        node = FilterMap(self._node, transform, thresholds)
+        result = self._then(node, stage("filter", fn=transform))
+        result._grain_thresholds = thresholds
+        return result
 
     @property
     def set_slice(self) -> Callable[..., None]:

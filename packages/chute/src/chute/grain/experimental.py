@@ -44,6 +44,7 @@ from ._experimental_ops import (
     multithread_prefetch,
 )
 from ._next_index import get_next_index, set_next_index
+from ._options import DatasetOptions, ExecutionTrackingMode, WithOptionsIterDataset
 from ._packing import (
     BestFitPackIterDataset,
     BOSHandling,
@@ -58,7 +59,9 @@ __all__ = [
     "BestFitPackIterDataset",
     "CacheIterDataset",
     "ConcatThenSplitIterDataset",
+    "DatasetOptions",
     "ElasticIterator",
+    "ExecutionTrackingMode",
     "FirstFitPackIterDataset",
     "FlatMapIterDataset",
     "FlatMapMapDataset",
@@ -77,6 +80,7 @@ __all__ = [
     "ThreadPrefetchIterDataset",
     "WindowShuffleIterDataset",
     "WindowShuffleMapDataset",
+    "WithOptionsIterDataset",
     "ZipIterDataset",
     "ZipMapDataset",
     "apply_transformations",
