@@ -81,3 +81,17 @@ def test_restored_mid_epoch_a_shuffled_stream_gives_exactly_the_rest(
     rest = list(restored)
     assert seen + rest == full
     assert sorted(seen + rest) == sorted(key(row) for row in streams["parquet"])
+
+
+@pytest.mark.parametrize("form", ["parquet", "json"])
+def test_a_stream_read_on_three_processes_continues_on_two_then_five(
+    streams: dict[str, Any], form: str
+) -> None:
+    source = chute.HuggingFaceStreamSource(streams[form])
+
+    def sharded(index: int, count: int) -> Any:
+        ds = chute.MapDataset.source(source).seed(0).shuffle().shard(index, count)
+        return ds.to_iter_dataset().map(key)
+
+    run = chute.testing.assert_reshards(sharded, 3, [2, 5], seed=4)
+    assert run.records == 60

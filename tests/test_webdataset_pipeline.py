@@ -81,3 +81,16 @@ def test_a_stream_pipeline_resumes_exactly(local_shards: list[str]) -> None:
 
     elements = assert_resumes(make, every=2)
     assert [key for batch in elements for key in batch[0]] == [s["__key__"] for s in SAMPLES]
+
+
+def test_webdataset_shards_read_on_three_processes_continue_on_two_then_five(tmp_path):
+    samples = [{"__key__": f"s{i:03d}", "cls": i % 5, "txt": f"t{i}"} for i in range(40)]
+    paths = write_webdataset(samples, str(tmp_path / "shard-%03d.tar"), max_count=9)
+    source = chute.WebDatasetSource(paths)
+
+    def sharded(index, count):
+        ds = chute.MapDataset.source(source).seed(1).shuffle().shard(index, count)
+        return ds.to_iter_dataset().map(lambda sample: sample["__key__"])
+
+    run = chute.testing.assert_reshards(sharded, 3, [2, 5], seed=2)
+    assert run.records == 40

@@ -46,3 +46,17 @@ def test_a_shuffled_tfrecord_pipeline_is_exact_and_resumes_with_any_worker_count
         make_restored=[lambda: iter(_pipeline(shards, 0))],
     )
     assert_resumes(lambda: iter(_pipeline(shards, 0)), every=5)
+
+
+def test_tfrecord_read_on_three_processes_continues_on_two_then_five(tmp_path):
+    path = str(tmp_path / "data.tfrecord")
+    write_tfrecord(path, [f"record {i}".encode() for i in range(45)])
+    source = chute.TFRecordSource(path)
+
+    def sharded(index, count):
+        return (
+            chute.MapDataset.source(source).seed(2).shuffle().shard(index, count).to_iter_dataset()
+        )
+
+    run = chute.testing.assert_reshards(sharded, 3, [2, 5], seed=5)
+    assert run.records == 45
