@@ -14,6 +14,7 @@ way through `LoaderShard`.
 
 from __future__ import annotations
 
+import abc
 import operator
 import sys
 from typing import Any, SupportsIndex
@@ -66,7 +67,7 @@ def _records(num_records: Any, owner: str) -> int:
     return num_records
 
 
-class _GrainSampler:
+class _GrainSampler(abc.ABC):
     """What both samplers share: bounds, metadata, Grain's generators."""
 
     _length: int
@@ -86,9 +87,9 @@ class _GrainSampler:
     def __len__(self) -> int:
         return self._length
 
+    @abc.abstractmethod
     def keys(self, indices: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """The record keys at global `indices` (in range), vectorised."""
-        raise NotImplementedError
 
     def __iter__(self) -> SamplerIterator:
         """The metadata of indices 0, 1, ..., as a checkpointable iterator."""

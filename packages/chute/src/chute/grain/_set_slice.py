@@ -15,9 +15,11 @@ from typing import Any
 import numpy as np
 
 from chute_core import InvalidArgumentError
-from chute_samplers import EpochArray, MapNode, PositionArray, fetch
+from chute_samplers import EpochArray, MapNode, PositionArray, ShardOptions, fetch
 
-__all__ = ["SlicedInPlace", "even_part", "set_slice"]
+from ._samplers import even_split
+
+__all__ = ["SlicedInPlace", "set_slice"]
 
 
 class SlicedInPlace(MapNode[Any]):
@@ -40,19 +42,6 @@ class SlicedInPlace(MapNode[Any]):
         window = self.window
         inner = window.start + np.asarray(positions, np.int64) * window.step
         return list(fetch(self.original, inner, epochs))
-
-
-def even_part(length: int, index: int, count: int) -> tuple[int, int]:
-    """Part `index` of `count` contiguous parts of `length` positions, as Grain splits.
-
-    The first `length % count` parts hold one position more.
-
-    Example:
-        >>> [even_part(10, i, 3) for i in range(3)]
-        [(0, 4), (4, 7), (7, 10)]
-    """
-    size, extra = divmod(length, count)
-    return size * index + min(index, extra), size * (index + 1) + min(index + 1, extra)
 
 
 def _worker_part(sl: Any) -> tuple[int, int]:
@@ -78,13 +67,14 @@ def set_slice(ds: Any, original: Any, plain: Any, sl: Any, sequential: bool) -> 
     """Makes `ds` a slice of the source dataset `plain` (over the node `original`).
 
     With `sequential`, `sl` is `slice(worker_index, None, worker_count)` and `ds`
-    becomes that worker's contiguous part (`even_part`); otherwise `sl` is any slice of
+    becomes that worker's contiguous part (Grain's `even_split`); otherwise `sl` is any slice of
     the original positions. A second call slices the original again, not the slice.
     The description is the one `plain[window]` has, so fingerprints tell parts apart.
     """
     length = len(original)
     if sequential:
-        start, stop = even_part(length, *_worker_part(sl))
+        index, count = _worker_part(sl)
+        start, stop = even_split(length, ShardOptions(index, count, drop_remainder=False))
         window, described = range(start, stop), plain[start:stop]
     elif isinstance(sl, slice):
         window, described = range(length)[sl], plain[sl]
