@@ -120,3 +120,35 @@ def test_batched_range_reads_equal_single_reads_also_past_int64(start, length, s
         keys = data.draw(st.lists(st.integers(-n, n - 1), max_size=20))
         assert source.__getitems__(keys) == [source[k] for k in keys]
         assert all(type(value) is int for value in source.__getitems__(keys))
+
+
+RECORDS = st.one_of(
+    st.integers(),
+    st.text(max_size=3),
+    st.tuples(st.integers()),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+@given(st.lists(RECORDS, min_size=1, max_size=20), st.data())
+def test_batched_reads_copy_dicts_and_lists_and_return_the_rest_as_stored(records, data):
+    """`__getitems__` gathers in one call: the same records `[source[k] for k in keys]` give."""
+    keys = data.draw(st.lists(st.integers(-len(records), len(records) - 1), max_size=30))
+    source = SequenceSource(records)
+    got = source.__getitems__(keys)
+    assert got == [source[k] for k in keys] == [records[k] for k in keys]
+    for key, record in zip(keys, got, strict=True):
+        if type(record) in (dict, list):
+            assert record is not records[key]  # Changing it leaves the source as it was.
+            record.clear()
+            assert source[key] == records[key]
+        else:
+            assert record is records[key]
+
+
+def test_batched_reads_of_arrays_ranges_and_tuples_index_each_record():
+    array = np.arange(10) * 3
+    assert SequenceSource(array).__getitems__([4, 0, 4]) == [12, 0, 12]
+    assert SequenceSource(range(5, 15)).__getitems__([9, 1]) == [14, 6]
+    assert SequenceSource(("a", "b")).__getitems__(np.array([1, 0, -1])) == ["b", "a", "b"]

@@ -79,9 +79,15 @@ def _key_words(seed: int, op: int | str) -> tuple[int, int]:
     return (hash_ints(_TAG, seed, value, 0), hash_ints(_TAG, seed, value, 1))
 
 
-def _key(seed: int, op: int | str) -> _PhiloxKey:
-    # A new object per call: `spawn` counts children on it, as SeedSequence does.
-    return _PhiloxKey(_key_words(seed, op))
+@functools.lru_cache(maxsize=256)
+def _key_array(seed: int, op: int | str) -> npt.NDArray[np.uint64]:
+    """`_key_words` as the array Philox copies; shared, so never handed out to change."""
+    array = np.array(_key_words(seed, op), dtype=np.uint64)
+    array.flags.writeable = False
+    return array
+
+
+_NO_COUNTER = np.zeros(4, dtype=np.uint64)
 
 
 def record_rng(seed: int, position: int, op: int | str = 0) -> np.random.Generator:
@@ -104,10 +110,16 @@ def record_rng(seed: int, position: int, op: int | str = 0) -> np.random.Generat
         >>> type(rng.bit_generator).__name__
         'Philox'
     """
-    position = check_int(position, "position", "record_rng", maximum=2**128 - 1)
-    counter = np.array([0, 0, position & MASK64, position >> 64], dtype=np.uint64)
+    counter = _NO_COUNTER.copy()
+    if type(position) is int and 0 <= position <= MASK64:  # The common case, checked fast.
+        counter[2] = position
+    else:
+        position = check_int(position, "position", "record_rng", maximum=2**128 - 1)
+        counter[2], counter[3] = position & MASK64, position >> 64
+    # A new key object per call: `spawn` counts children on it, as SeedSequence does.
+    key = _PhiloxKey(_key_words(seed, op), _key_array(seed, op))
     # numpy accepts any ISeedSequence at runtime; its stubs name only SeedSequence.
-    bit_generator = np.random.Philox(_key(seed, op), counter=counter)  # type: ignore[arg-type]
+    bit_generator = np.random.Philox(key, counter=counter)  # type: ignore[arg-type]
     return np.random.Generator(bit_generator)
 
 
