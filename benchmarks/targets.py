@@ -5,7 +5,7 @@
 average before and after, and whether the target holds. NAMES (all by default):
 `per_element`, `images`, `images_fresh`, `images_steady`, `arrays`, `arrays_fresh`,
 `arrays_steady`, `cold`, `warm`, `restore`, `reshard_restore`, `metrics`, `data_loader`,
-`data_loader_images`. Timings on a shared 2-core machine are noisy: read the load
+`data_loader_images`, `mixtures`. Timings on a shared 2-core machine are noisy: read the load
 average with each figure. The `_fresh` figures start new worker processes for each
 iterator (`idle_worker_seconds=0`); the others take over the workers the last iterator
 parked, as a loop over epochs does.
@@ -23,6 +23,7 @@ from . import bench_data_loader as data_loader
 from . import bench_datasets as datasets
 from . import bench_execution_workers as workers
 from . import bench_metrics as metrics
+from . import bench_mixtures as mixtures
 from . import bench_reshard as reshard
 
 REPEATS = 5
@@ -65,6 +66,14 @@ TARGETS: list[tuple[str, str, type, str, tuple[Any, ...], str]] = [
      data_loader.DataLoaderVsMapDataset, "track_ratio_to_map_dataset", (), "-"),
     ("data_loader", "DataLoader(worker_count=2) / mp_prefetch",
      data_loader.DataLoaderVsMpPrefetch, "track_ratio_to_mp_prefetch", (), "-"),
+    ("mixtures", "64 sources / 1 source, IterDataset.mix, records/s (fresh processes)",
+     mixtures.SixtyFourSources, "track_throughput_ratio_to_one_source", (), ">= 0.9"),
+    ("mixtures", "64 sources / 1 source, IterDataset.mix, threads",
+     mixtures.SixtyFourSources, "track_threads_ratio_to_one_source", (), "<= 2"),
+    ("mixtures", "64 sources / 1 source, IterDataset.mix, peak RSS",
+     mixtures.SixtyFourSources, "track_rss_ratio_to_one_source", (), "<= 1.5"),
+    ("mixtures", "64 sources through MapDataset.mix / 1 source, records/s",
+     mixtures.SixtyFourSources, "track_map_mix_throughput_ratio_to_one_source", (), ">= 0.9"),
     ("data_loader_images", "images, DataLoader(worker_count=2) / mp_prefetch, built in the timing",
      data_loader.DataLoaderVsMpPrefetchImages, "track_ratio_to_mp_prefetch", (), ">= 0.95"),
 ]  # fmt: skip
@@ -81,7 +90,9 @@ def _holds(value: float, target: str) -> str:
 def _measure(cls: type, method: str, params: tuple[Any, ...]) -> list[float]:
     """`REPEATS` calls of `cls().method(*params)`, between its `setup` and `teardown`."""
     bench = cls()
-    bench.setup(*params)
+    setup = getattr(bench, "setup", None)
+    if setup is not None:
+        setup(*params)
     try:
         return [getattr(bench, method)(*params) for _ in range(REPEATS)]
     finally:

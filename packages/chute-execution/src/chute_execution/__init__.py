@@ -5,6 +5,8 @@
 `ThreadPrefetchIter` advances any checkpointable iterator on a background thread. Both
 yield exactly the stream of their single-threaded counterparts, and their states are
 interchangeable with those counterparts' and across thread counts and buffer sizes.
+Readers built inside `sharing_reads()` (a mixture's components) share one `ReadGroup`:
+one set of threads and one read-ahead budget, however many they are.
 
 Example:
     >>> from chute_samplers import SequentialIter, ShuffleMap
@@ -39,6 +41,8 @@ from ._planner import plan_workers as plan_workers
 from ._prefetch_read import PrefetchReadIter as PrefetchReadIter
 from ._ray_options import RayOptions as RayOptions
 from ._ray_prefetch import RayPrefetchIter as RayPrefetchIter
+from ._read_group import ReadGroup as ReadGroup
+from ._read_group import sharing_reads as sharing_reads
 from ._read_options import ReadAheadWarning as ReadAheadWarning
 from ._read_options import ReadOptions as ReadOptions
 from ._shipping import ShippingError as ShippingError
@@ -68,6 +72,7 @@ __all__ = [
     "RayOptions",
     "RayPrefetchIter",
     "ReadAheadWarning",
+    "ReadGroup",
     "ReadOptions",
     "ShippingError",
     "StageClock",
@@ -84,6 +89,7 @@ __all__ = [
     "importable_in_workers",
     "pick_performance_config",
     "plan_workers",
+    "sharing_reads",
     "ship",
     "stop_idle_workers",
     "tracing",

@@ -21,6 +21,7 @@ from chute_samplers.internal import (
     reader_state,
 )
 
+from ._read_group import ReadGroup, ReadLane, current_group
 from ._read_options import ReadAheadWarning, ReadOptions, element_nbytes
 from ._thread_pool import ReadPool, Slot
 
@@ -154,7 +155,11 @@ class PrefetchReadIter(IterNode[T]):
         self._offset = 0  # Into self._chunk.elements: the next one to look at.
         self._pending: collections.deque[Slot[tuple[Span[T], float]]] = collections.deque()
         self._next_read = 0  # First position not yet queued.
-        self._pool: ReadPool | None = None
+        self._pool: ReadPool | ReadLane | None = None
+        group = current_group()
+        threads = read_options.num_threads if read_options.threaded else 0
+        self._group: ReadGroup | None = None if group is None else group.join(threads)
+        self._shared = False  # Whether the window is already the group member's share.
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._ledger = active_ledger()
         self._stage = 0 if self._ledger is None else self._ledger.register()
@@ -224,6 +229,7 @@ class PrefetchReadIter(IterNode[T]):
                 self._measure(chunk)
             self._fill(position)
         else:
+            self._take_share()
             stop = min(position + self._chunk_size, self._length)
             chunk = read_span(self._reading, position, stop, self._ledger, self._stage)
         self._chunk, self._offset = chunk, 0
@@ -231,7 +237,11 @@ class PrefetchReadIter(IterNode[T]):
     def _fill(self, position: int) -> None:
         """Queues chunks until `window` positions from `position` on are in flight."""
         pool = self._pool
-        if pool is None:
+        if pool is None and self._group is not None:
+            self._take_share()
+            pool = self._pool = self._group.lane()
+            self._finalizer = weakref.finalize(self, pool.shutdown, 0)
+        elif pool is None:
             # Threads beyond the chunks that fit in the window would stay idle.
             threads = min(self._options.num_threads, self._window // self._chunk_size + 1)
             pool = self._pool = ReadPool(threads, "chute-read")
@@ -252,6 +262,18 @@ class PrefetchReadIter(IterNode[T]):
                     _timed_read, self._reading, start, self._next_read, self._ledger, self._stage
                 )
             )
+
+    def _take_share(self) -> None:
+        """In a `ReadGroup`, reads this member's share ahead (once: all are built by now)."""
+        if self._shared or self._group is None:
+            return
+        self._shared = True
+        if self._options.threaded:
+            self._window = self._group.share(self._window)
+            if self._auto_chunk:
+                self._chunk_size = max(1, min(self._chunk_size, self._window))
+        elif self._auto_chunk:  # The chunk read in this thread is all it holds ahead.
+            self._chunk_size = self._group.share(self._chunk_size)
 
     def _next_size(self) -> int:
         """Positions of the next chunk queued (see the class docs)."""
@@ -284,6 +306,12 @@ class PrefetchReadIter(IterNode[T]):
         per_element = max(1, sum(map(element_nbytes, elements)) // len(elements))
         budget = self._options.prefetch_buffer_bytes
         assert budget is not None
+        if self._group is not None:  # A member's share, chosen by the group: no warning.
+            fits = max(1, budget // max(1, self._group.members) // per_element)
+            self._window = min(self._window, fits)
+            if self._auto_chunk:
+                self._chunk_size = max(1, min(self._chunk_size, self._window))
+            return
         fits = max(1, budget // per_element)
         if fits >= self._window:
             return

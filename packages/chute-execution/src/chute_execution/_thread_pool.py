@@ -6,7 +6,7 @@ neither `close()` nor interpreter exit indefinitely. Queued work belongs to a
 *generation*: `discard()` starts a new one, and threads skip tasks of older ones, so
 throwing away a read-ahead buffer costs O(1) however long the queue is.
 
-The threads hold the task queue and a one-element generation list, never the pool, so
+The threads hold the task queue (each task its generation list), never the pool, so
 an owner can shut the pool down from a `weakref.finalize` callback. At interpreter exit,
 threads still running are stopped and waited for (`finish_at_exit`).
 """
@@ -22,11 +22,12 @@ from typing import Any, Generic, TypeAlias, TypeVar
 
 from ._exit_threads import finish_at_exit
 
-__all__ = ["ReadPool", "Slot"]
+__all__ = ["ReadPool", "Slot", "start_worker", "work"]
 
 R = TypeVar("R")
 
-_Task: TypeAlias = "tuple[int, Slot[Any], Callable[..., Any], tuple[Any, ...]]"
+_Task: TypeAlias = "tuple[list[int], int, Slot[Any], Callable[..., Any], tuple[Any, ...]]"
+"""`(generations, generation, slot, fn, args)`: run unless `generations[0]` moved on."""
 
 _pool_numbers = itertools.count()
 
@@ -62,16 +63,27 @@ class Slot(Generic[R]):
         return self.value  # type: ignore[return-value]
 
 
-def _work(tasks: queue.SimpleQueue[_Task | None], generation: list[int]) -> None:
+def work(tasks: queue.SimpleQueue[_Task | None]) -> None:
+    """A pool thread: runs `tasks` until it gets None; skips those of a dropped generation."""
     while (task := tasks.get()) is not None:
-        task_generation, slot, fn, args = task
-        if task_generation == generation[0]:
+        generations, task_generation, slot, fn, args = task
+        if task_generation == generations[0]:
             try:
                 slot.value = fn(*args)
             except BaseException as error:  # Handed to the consumer, whatever it is.
                 slot.error = error
         slot.finish()
-        del task, slot, fn, args  # Do not keep the last result alive while idle.
+        del task, generations, slot, fn, args  # Do not keep the last result alive while idle.
+
+
+def start_worker(
+    tasks: queue.SimpleQueue[_Task | None], name: str, stop: Callable[[], object]
+) -> threading.Thread:
+    """Starts a daemon thread running `work(tasks)`; interpreter exit calls `stop()`."""
+    thread = threading.Thread(target=work, args=(tasks,), name=name, daemon=True)
+    thread.start()
+    finish_at_exit(thread, stop)
+    return thread
 
 
 class ReadPool:
@@ -95,17 +107,10 @@ class ReadPool:
     def submit(self, fn: Callable[..., R], *args: Any) -> Slot[R]:
         """Queues `fn(*args)` in the current generation; returns its slot."""
         slot: Slot[R] = Slot()
-        self._tasks.put((self._generation[0], slot, fn, args))
+        self._tasks.put((self._generation, self._generation[0], slot, fn, args))
         if len(self._threads) < self._max_threads:
-            thread = threading.Thread(
-                target=_work,
-                args=(self._tasks, self._generation),
-                name=f"{self._name}-{len(self._threads)}",
-                daemon=True,
-            )
-            thread.start()
-            self._threads.append(thread)
-            finish_at_exit(thread, self.stop_soon)
+            name = f"{self._name}-{len(self._threads)}"
+            self._threads.append(start_worker(self._tasks, name, self.stop_soon))
         return slot
 
     def discard(self) -> None:

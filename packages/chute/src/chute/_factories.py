@@ -24,6 +24,7 @@ from chute_execution import (
     ReadOptions,
     WorkerPlan,
     plan_workers,
+    sharing_reads,
 )
 from chute_samplers import InterleaveIter, MixIter, SequentialIter, WeightSchedule
 from chute_transforms import BatchIter, SkipErrorsIter
@@ -281,7 +282,9 @@ class MixFactory:
         return (self.stage,)
 
     def __call__(self) -> CheckpointableIterator[Any]:
-        return timed(MixIter([make() for make in self.parents], self.weights), "mix")  # type: ignore[no-any-return]
+        with sharing_reads():  # The components' readers share threads and read-ahead.
+            iterators = [make() for make in self.parents]
+        return timed(MixIter(iterators, self.weights), "mix")  # type: ignore[no-any-return]
 
 
 class InterleaveFactory:
@@ -308,7 +311,9 @@ class JoinFactory:
         return (self.stage,)
 
     def __call__(self) -> CheckpointableIterator[Any]:
-        return timed(self.op([make() for make in self.parents]), self.stage.op)  # type: ignore[no-any-return]
+        with sharing_reads():  # The inputs' readers share threads and read-ahead.
+            iterators = [make() for make in self.parents]
+        return timed(self.op(iterators), self.stage.op)  # type: ignore[no-any-return]
 
 
 class EmptyIterator:
