@@ -34,6 +34,10 @@ def _twice(x):
     return 2 * x + 1
 
 
+def _plus_noise(x, rng):
+    return x + 1000 * int(rng.integers(1, 4))
+
+
 def _fails_on_elevens(x):
     if x % 11 == 5:
         raise ValueError(f"record {x} is damaged")
@@ -47,6 +51,7 @@ def pipelines(draw):
     seed = draw(st.integers(0, 5))
     before = draw(st.lists(st.sampled_from(["shuffle", "map", "filter"]), max_size=3))
     after = draw(st.lists(st.sampled_from(["map", "filter", "prefetch"]), max_size=3))
+    noise = draw(st.booleans())  # A random map (keyed by record) right after the reader.
     read = draw(st.sampled_from([None, 1, 3]))  # ReadOptions threads (None: plain reader).
     workers = draw(st.sampled_from([None, None, 0]))  # mp_prefetch, run here (0 workers).
     chunk = draw(st.integers(1, 9))
@@ -64,6 +69,8 @@ def pipelines(draw):
                 ds = ds.filter(_odd)
         options = None if read is None else chute.ReadOptions(num_threads=read)
         it = ds.shard(index, count).to_iter_dataset(read_options=options)
+        if noise:  # Keyed by record: the same draws on any process count.
+            it = it.random_map(_plus_noise, seed=3, key="record")
         for op in after:
             if op == "map":
                 it = it.map(operator.neg)
@@ -290,10 +297,9 @@ def _negated(x):
     [
         lambda ds: ds.window_shuffle(4, seed=0),
         lambda ds: ds.flat_map(_negated),
-        lambda ds: ds.random_map(lambda x, rng: x + rng.integers(2), seed=1),
         lambda ds: ds.batch(2).unbatch(),
     ],
-    ids=["window_shuffle", "flat_map", "random_map", "unbatch"],
+    ids=["window_shuffle", "flat_map", "unbatch"],
 )
 def test_what_a_restore_would_refuse_is_refused_when_the_pipeline_is_built(tail):
     def make(index, count):
@@ -359,3 +365,30 @@ def test_check_reshardable_agrees_with_every_restore(pipeline, refused, old, new
         at_restore = str(error)
     assert at_build == at_restore
     assert (at_build is None) == (refused is None)
+
+
+def _tagged_noise(x, rng):
+    return (x, int(rng.integers(1 << 30)))
+
+
+@pytest.mark.parametrize("key", ["record", "position"])
+def test_a_random_map_after_the_shard_reshards_each_record_once(key):
+    """By record: the very draws of a run that never resharded. By position: new draws for
+    what the new processes read (their positions count differently), each record once."""
+
+    def make(index, count):
+        ds = chute.MapDataset.range(60).seed(5).shuffle().shard(index, count).to_iter_dataset()
+        return ds.random_map(_tagged_noise, seed=9, key=key)
+
+    chute.checkpoint.check_reshardable(iter(make(0, 3)))
+    olds = [iter(make(i, 3)) for i in range(3)]
+    head = [x for it, stop in zip(olds, [4, 9, 1], strict=True) for x in itertools.islice(it, stop)]
+    documents = [make_document(it, i, 3) for i, it in enumerate(olds)]
+    news = [iter(make(k, 2)) for k in range(2)]
+    for it, document in zip(news, reshard(documents, 2), strict=True):
+        apply_document(it, document)
+    seen = head + [x for it in news for x in it]
+    assert sorted(x for x, _ in seen) == list(range(60))
+    unsharded = dict(make(0, 1))
+    same = sum(unsharded[x] == noise for x, noise in seen)
+    assert same == 60 if key == "record" else same < 60

@@ -255,6 +255,15 @@ class SkipConsumed(MapNode[T]):
     def __len__(self) -> int:
         return len(self._dataset)
 
+    def parent_positions(
+        self, positions: PositionArray, epochs: EpochArray
+    ) -> tuple[RandomAccessDataSource[T], PositionArray, EpochArray]:
+        """Position `p` is the dataset's `p` (when kept).
+
+        So a random map keyed by record sees the same records through a resharded reader.
+        """
+        return self._dataset, positions, epochs
+
     def get_many(self, positions: PositionArray, epochs: EpochArray) -> list[T]:
         mask = self._frontier.kept(positions)
         if mask.all():

@@ -466,7 +466,11 @@ MAP_WITH_INDEX = declare_op(
 
 RANDOM_MAP = declare_op(
     "random_map",
-    StageTraits(elementwise=True, random=True),
+    # One output per input position: after a shard it reshards like `map`. Its draws
+    # follow the element's origin (key="position": the reader's position, which another
+    # process count numbers differently) or its record (key="record": the same draws on
+    # any process count).
+    StageTraits(elementwise=True, keeps_positions=True, random=True),
     map_node=RandomMapMap,
     iter_node=RandomMapIter,
 )
