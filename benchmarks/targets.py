@@ -4,11 +4,11 @@
 `track_` method 5 times in this process and prints the median, every value, the load
 average before and after, and whether the target holds. NAMES (all by default):
 `per_element`, `images`, `images_fresh`, `images_steady`, `arrays`, `arrays_fresh`,
-`arrays_steady`, `cold`, `warm`, `restore`, `reshard_restore`, `metrics`, `data_loader`,
-`data_loader_images`, `mixtures`. Timings on a shared 2-core machine are noisy: read the load
-average with each figure. The `_fresh` figures start new worker processes for each
-iterator (`idle_worker_seconds=0`); the others take over the workers the last iterator
-parked, as a loop over epochs does.
+`arrays_steady`, `arrays_plain`, `cold`, `warm`, `restore`, `reshard_restore`,
+`metrics`, `data_loader`, `data_loader_images`, `mixtures`. Timings on a shared
+2-core machine are noisy: read the load average with each figure. The `_fresh`
+figures start new worker processes for each iterator (`idle_worker_seconds=0`); the
+others take over the workers the last iterator parked, as a loop over epochs does.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from . import bench_checkpoint as checkpoint
 from . import bench_data_loader as data_loader
 from . import bench_datasets as datasets
 from . import bench_execution_workers as workers
+from . import bench_large_arrays as arrays
 from . import bench_metrics as metrics
 from . import bench_mixtures as mixtures
 from . import bench_reshard as reshard
@@ -45,6 +46,12 @@ TARGETS: list[tuple[str, str, type, str, tuple[Any, ...], str]] = [
      workers.LargeArrays, "track_ratio_to_memcpy_fresh_workers", (), ">= 0.5"),
     ("arrays_steady", "2 MiB arrays, 2 workers / memcpy, steady state",
      workers.LargeArrays, "track_steady_ratio_to_memcpy", (), ">= 0.7"),
+    ("arrays_plain", "2 MiB arrays, 2 workers / plain loop (fresh processes)",
+     arrays.LargeArraysVsPlainLoop, "track_two_workers_ratio_to_plain_loop", (), ">= 1.5"),
+    ("arrays_plain", "2 MiB arrays, 0 workers / plain loop (fresh processes)",
+     arrays.LargeArraysVsPlainLoop, "track_zero_workers_ratio_to_plain_loop", (), ">= 0.9"),
+    ("arrays_plain", "2 MiB arrays, 2 workers / plain loop keeping freed memory",
+     arrays.LargeArraysVsPlainLoop, "track_two_workers_ratio_to_kept_loop", (), "-"),
     ("cold", "first batch, 2 workers, first loader of a process (s)",
      workers.TimeToFirstBatch, "track_cold_first_batch_seconds", (), "< 0.150"),
     ("warm", "first batch, 2 workers, second loader (s)",
