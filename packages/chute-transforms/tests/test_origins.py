@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from chute_core import DROPPED
+from chute_core import DROPPED, InvalidStateError
 from chute_samplers import (
     IterNode,
     MixIter,
@@ -393,8 +393,12 @@ def test_random_map_iter_resumes_with_origins_and_keeps_its_state_format():
     assert len(pairs) == 9
     it = make()
     next(it), next(it), next(it), next(it)
-    # The state format is unchanged: the index still counts this op's input elements.
+    # The random map's state format is unchanged: the index counts its input elements.
+    # Inside an element, the flat map's names the element's position (`at`: 4 was dropped
+    # by the filter, the element is 5), which resharding needs; states without it restore.
     flat_map_state = {"parent": {"parent": {"position": 4}, "index": 4}, "index": 3, "offset": 1}
-    assert it.get_state() == {"parent": flat_map_state, "index": 4}
+    assert it.get_state() == {"parent": {**flat_map_state, "at": 5}, "index": 4}
     it.set_state({"parent": flat_map_state, "index": 4})
     assert with_origins(it) == pairs[4:]
+    with pytest.raises(InvalidStateError, match=r"state\['at'\] = 4 names the element"):
+        it.set_state({"parent": {**flat_map_state, "at": 4}, "index": 4})

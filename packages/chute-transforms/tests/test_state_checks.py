@@ -83,8 +83,8 @@ def test_flat_map_refuses_an_offset_into_the_end_of_its_parent():
 
 def test_flat_map_restores_inside_an_element():
     it = FlatMapIter(SequentialIter(range(3)), lambda x: [x, -x])
-    it.set_state({"parent": {"position": 1}, "index": 1, "offset": 1})
-    assert it.get_state() == {"parent": {"position": 1}, "index": 1, "offset": 1}
+    it.set_state({"parent": {"position": 1}, "index": 1, "offset": 1})  # Saved before `at`.
+    assert it.get_state() == {"parent": {"position": 1}, "index": 1, "offset": 1, "at": 1}
     assert list(it) == [-1, 2, -2]
 
 
@@ -130,3 +130,43 @@ def test_skip_errors_refuses_a_stage_the_pipeline_does_not_have():
     state = it.get_state()
     state["errors"]["skipped"][0][0] = 2
     _refuse(it, state, re.escape("its stage 2 is out of range [0, 1]"))
+
+
+def test_flat_map_drops_the_outputs_a_skip_entry_names_and_states_keep_the_rest():
+    it = FlatMapIter(SequentialIter(range(4)), lambda x: [x, 10 + x, 20 + x])
+    it.set_state({"parent": {"position": 1}, "index": 1, "offset": 0, "skip": [[1, 2], [3, 1]]})
+    assert next(it) == 21  # Outputs 0 and 1 of position 1 were delivered elsewhere.
+    assert it.get_state() == {"parent": {"position": 2}, "index": 2, "offset": 0, "skip": [[3, 1]]}
+    assert [next(it), next(it)] == [2, 12]
+    state = it.get_state()
+    assert state["at"] == 2 and state["skip"] == [[3, 1]]
+    assert list(it) == [22, 13, 23]
+    it.set_state(state)  # Inside position 2: the entry for 3 is still ahead.
+    assert list(it) == [22, 13, 23]
+    it.set_state({"parent": {"position": 3}, "index": 3, "offset": 1, "at": 3, "skip": [[3, 1]]})
+    assert list(it) == [23]  # Of 13 and 23 (after the one skipped), 13 was yielded.
+
+
+@pytest.mark.parametrize(
+    ("skip", "match"),
+    [
+        ("x", r"state\['skip'\] must list at most"),
+        ([[1]], r"state\['skip'\] must list at most"),
+        ([[1, 0]], r"state\['skip'\] must list at most"),
+        ([[-1, 1]], r"state\['skip'\] must list at most"),
+        ([[1, 1], [1, 2]], r"position >= 0 and each once"),
+        ([[1, True]], r"state\['skip'\] must list at most"),
+    ],
+)
+def test_flat_map_refuses_a_damaged_skip_list(skip, match):
+    it = FlatMapIter(SequentialIter(range(3)), lambda x: [x, x])
+    next(it)
+    _refuse(it, {"parent": {"position": 1}, "index": 1, "offset": 0, "skip": skip}, match)
+
+
+def test_flat_map_refuses_to_skip_more_outputs_than_the_element_has():
+    it = FlatMapIter(SequentialIter(range(3)), lambda x: [x, x])
+    it.set_state({"parent": {"position": 0}, "index": 0, "offset": 0, "skip": [[1, 3]]})
+    assert next(it) == 0 and next(it) == 0
+    with pytest.raises(InvalidStateError, match="3 outputs of position 1 were delivered"):
+        next(it)

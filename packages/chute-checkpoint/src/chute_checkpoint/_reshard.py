@@ -13,9 +13,11 @@ Two kinds of pipeline continue exactly on another number of JAX processes:
   `m` then reads the positions `k, k + m, ...` from the first one nobody consumed, and
   skips the later ones an old shard consumed: a `chute_samplers.Frontier` in its
   reader's state says which. Stages after the shard must keep positions (map, filter,
-  batch, prefetching, `to_device`). A `MapDataset.batch(b)` after the shard counts
-  positions in batches, which cannot be split between processes: such states reshard
-  only from processes in lockstep, and where `j * n` splits into whole batches.
+  batch, prefetching, `to_device`), except one stream flat map, whose element a process
+  stopped inside goes back to be read, minus its outputs delivered (`_reshard_splits`).
+  A `MapDataset.batch(b)` after the shard counts positions in batches, which cannot be
+  split between processes: such states reshard only from processes in lockstep, and
+  where `j * n` splits into whole batches.
 
 Anything else (global pipelines at different states, stages that reorder or hold
 elements after the shard) raises `ReshardError` saying why.
@@ -46,6 +48,7 @@ from ._errors import ReshardError
 from ._format import MAX_PROCESS_COUNT, process_position, validate_document
 from ._reshard_budgets import budget_failures, share_failures
 from ._reshard_mix import MixPlan, mix_document, mix_plan, mixture_shard
+from ._reshard_splits import assign_skips, delivered_ahead
 from ._reshard_stages import (
     check_declared,
     later_stages,
@@ -79,6 +82,8 @@ class _Plan:
     watermark: int = 0
     # Per error budget (skip_errors) in the state, outermost first: the shards' failures.
     failures: tuple[int, ...] = ()
+    # A flat map's elements delivered in part: (global position, outputs delivered).
+    delivered: tuple[tuple[int, int], ...] = ()
 
 
 def reshard(documents: Sequence[Mapping[str, Any]], process_count: int) -> list[dict[str, Any]]:
@@ -280,7 +285,9 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
     failures = tuple(map(sum, zip(*counts, strict=True)))
     if unit == 1:
         plan = _elastic_plan(first, at, positions, frontiers, chunk_size)
-        return dataclasses.replace(plan, failures=failures)
+        states = [doc["state"] for doc in ordered]
+        delivered = delivered_ahead(states, positions, count, "the state of shard")
+        return dataclasses.replace(plan, failures=failures, delivered=delivered)
     if len(set(positions)) != 1 or any(frontiers):
         raise ReshardError(
             f"the processes are at different local positions {positions} (by shard index), "
@@ -428,6 +435,7 @@ def _continued(
         # shard's end: a reader clamps the position of a state with a frontier.
         frontier = Frontier(shard_index, shard_count, ())
     document["state"] = _moved(document["state"], start, plan, shard_count, frontier)
+    assign_skips(document["state"], plan.delivered, shard_index, shard_count)
     share_failures(document["state"], plan.failures, shard_index, shard_count)
     return document
 

@@ -52,7 +52,7 @@ class ReshardRun:
 
 
 def rows(element: Any) -> list[Any]:
-    """The records of a batch: its rows (a dict of columns: one dict per row).
+    """The records of a batch: its rows (a dict or tuple of columns: one per row).
 
     Pass it as `records=` when the pipeline batches, since a batch's rows change with
     the process count while the records do not.
@@ -63,13 +63,19 @@ def rows(element: Any) -> list[Any]:
         [[1, 2], [3, 4]]
         >>> rows({"x": np.array([1, 2]), "y": np.array([3, 4])})
         [{'x': 1, 'y': 3}, {'x': 2, 'y': 4}]
+        >>> rows((np.array([1, 2]), np.array([3, 4])))  # A batch of (x, y) pairs.
+        [(1, 3), (2, 4)]
     """
-    if isinstance(element, dict):
-        columns = {key: rows(value) for key, value in element.items()}
+    if isinstance(element, dict | tuple):
+        named = element if isinstance(element, dict) else dict(enumerate(element))
+        columns = {key: rows(value) for key, value in named.items()}
         lengths = {len(column) for column in columns.values()}
-        if len(lengths) != 1:
+        if len(lengths) > 1:
             raise ValueError(f"rows: the columns of a batch differ in length: {sorted(lengths)}.")
-        return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
+        found = [tuple(row) for row in zip(*columns.values(), strict=True)]
+        if isinstance(element, tuple):
+            return found
+        return [dict(zip(columns, row, strict=True)) for row in found]
     if isinstance(element, np.ndarray):
         return list(element.tolist())
     return list(element)

@@ -129,9 +129,13 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
         ReshardError: a stage after the shard that resharding cannot continue.
     """
     unit, chunk_size, streaming = 1, None, False
+    split: int | None = None  # The flat map after the stream began, if any.
+    grouped = False  # Whether a batch came before, turning positions into batches.
     for number, item in enumerate(stages[shard_at + 1 :], start=shard_at + 1):
         traits = traits_of(item)
-        if not traits.keeps_positions and not traits.records_skips:
+        if traits.splits and streaming and split is None and unit == 1 and not grouped:
+            split = number  # Its element goes back to be read; see `_reshard_splits`.
+        elif not traits.keeps_positions and not traits.records_skips:
             raise ReshardError(
                 f"stage {number} ({item['op']}) follows the shard stage and changes which "
                 "position of the shard an element is (or keeps state across elements), so "
@@ -143,6 +147,15 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
             streaming = True
         elif traits.groups is not None and not streaming:
             unit *= integer_parameter(item, number, traits.groups, 1, "state 0")
+        grouped = grouped or traits.groups is not None
+        if traits.chunk is not None and split is not None:
+            raise ReshardError(
+                f"stage {number} ({item['op']}) runs the flat map of stage {split} in its "
+                "workers, whose state counts the flat map's outputs within a unit of work, "
+                "not positions, so an element a process stopped inside cannot be continued "
+                f"elsewhere; apply the flat map after {item['op']}(...), or restore with the "
+                "same process count."
+            )
         if traits.chunk is not None and item["params"].get(traits.chunk) is not None:
             chunk_size = integer_parameter(item, number, traits.chunk, 1, "state 0")
     return unit, chunk_size

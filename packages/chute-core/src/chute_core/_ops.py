@@ -65,6 +65,11 @@ class StageTraits:
         chooses: over input streams, it yields each element whole from one input, which
             it picks by its own position alone (a mixture): the inputs' states are
             independent, so resharding continues each input on its own.
+        splits: a stream stage that turns each element into zero or more outputs, in
+            order (a flat map): its state is the parent's before the current element,
+            the outputs of it already yielded (`offset`), and the outputs to skip of
+            elements a resharded state assigned it (`skip`, by the element's position),
+            so another process count continues an element where it stopped.
 
     Example:
         >>> StageTraits(elementwise=True).keeps_positions
@@ -84,6 +89,7 @@ class StageTraits:
     performance: frozenset[str] = frozenset()
     changeable: frozenset[str] = frozenset()
     chooses: bool = False
+    splits: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """The traits that differ from the defaults, as JSON (sets as sorted lists).

@@ -56,7 +56,18 @@ def current_group() -> ReadGroup | None:
 
 @contextlib.contextmanager
 def sharing_reads() -> Iterator[ReadGroup]:
-    """Readers built inside the block share one `ReadGroup` (an outer block's, if nested)."""
+    """Readers built inside the block share one `ReadGroup` (an outer block's, if nested).
+
+    Example:
+        >>> from chute_execution import PrefetchReadIter, ReadOptions, sharing_reads
+        >>> with sharing_reads() as group:
+        ...     readers = [PrefetchReadIter(range(100), ReadOptions(num_threads=2))
+        ...                for _ in range(3)]
+        >>> group.members, [next(r) for r in readers]
+        (3, [0, 0, 0])
+        >>> for reader in readers:
+        ...     reader.close()
+    """
     group = _GROUP.get()
     if group is not None:
         yield group
@@ -72,6 +83,16 @@ class ReadGroup:
     """Threads and a read-ahead budget shared by the readers that `join` it.
 
     Thread-safe: the readers of a group may be consumed from different threads.
+
+    Example:
+        >>> group = ReadGroup().join(4).join(2)  # Two members, of 4 and 2 threads.
+        >>> group.max_threads, group.share(500), group.share(4)
+        (4, 250, 8)
+        >>> lane = group.lane()
+        >>> lane.submit(sum, [1, 2, 3]).wait()
+        6
+        >>> lane.shutdown(5)
+        True
     """
 
     def __init__(self) -> None:

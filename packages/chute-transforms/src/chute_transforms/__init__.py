@@ -42,8 +42,8 @@ from ._filter_thresholds import FilterRatioError as FilterRatioError
 from ._filter_thresholds import FilterThresholds as FilterThresholds
 from ._filter_thresholds import FilterWarning as FilterWarning
 from ._first_fit import FirstFitPackIter as FirstFitPackIter
+from ._flat_map_iter import FlatMapIter as FlatMapIter
 from ._iter_ops import FilterIter as FilterIter
-from ._iter_ops import FlatMapIter as FlatMapIter
 from ._iter_ops import MapIter as MapIter
 from ._iter_ops import MapWithIndexIter as MapWithIndexIter
 from ._iter_ops import RandomMapIter as RandomMapIter

@@ -1,32 +1,28 @@
-"""Element ops over streams (checkpointable iterators): map, random map, filter, flat map.
+"""Element ops over streams (checkpointable iterators): map, random map, filter.
 
 Each wraps a parent iterator. The state holds the parent's state and a count: the
 index of the next element in this op's input (for `map_with_index`, whose results
-depend on it, for error notes and for `random_map` over a parent without origins) and,
-for flat map, how many outputs of the current element were already yielded (flat map
-re-computes that element on restore instead of storing its outputs). An exception from
-the user's function keeps its type and gains a note naming the op and the element's
-index in the stream. Under an error budget (an active `chute_sources.ErrorLedger` when
-the op is built), a failing element is skipped instead and charged to the budget.
+depend on it, for error notes and for `random_map` over a parent without origins); the
+flat map (`_flat_map_iter`) shares their base. An exception from the user's function
+keeps its type and gains a note naming the op and the element's index in the stream.
+Under an error budget (an active `chute_sources.ErrorLedger` when the op is built), a
+failing element is skipped instead and charged to the budget.
 
 Origins (`IterNode.origin`): map, map with index, random map and filter pass their
-parent's on (read lazily: a chain of properties, nothing stored per element); flat map
-appends the output's number among the element's outputs. `random_map` keys its
-randomness by the origin, so its draws do not depend on how many elements a filter
-upstream dropped, nor on how the stream is cut into chunks for workers.
+parent's on (read lazily: a chain of properties, nothing stored per element).
+`random_map` keys its randomness by the origin, so its draws do not depend on how many
+elements a filter upstream dropped, nor on how the stream is cut into chunks for workers.
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
 
 from chute_core import (
     CheckpointableIterator,
-    InvalidStateError,
     IteratorState,
     StageTraits,
     declare_op,
@@ -37,14 +33,11 @@ from chute_samplers.internal import origin_key
 
 from ._adapters import (
     as_filter_fn,
-    as_flat_map_fn,
     as_map_fn,
     as_map_with_index_fn,
 )
 from ._filter_thresholds import FilterCounter, FilterThresholds
 from ._map_ops import FilterMap, MapMap, MapWithIndexMap, RandomMapMap, fn_name
-from ._map_structure_ops import FlatMapMap
-from ._origins import child_origin
 from ._record_rng import OriginRecords, random_map_parts, record_key_rngs
 from ._stage_errors import annotate
 
@@ -53,9 +46,7 @@ __all__ = [
     "MAP_WITH_INDEX",
     "RANDOM_MAP",
     "FILTER",
-    "FLAT_MAP",
     "FilterIter",
-    "FlatMapIter",
     "MapIter",
     "MapWithIndexIter",
     "RandomMapIter",
@@ -338,114 +329,6 @@ class FilterIter(_StreamOp[T]):
                 return element
 
 
-class FlatMapIter(_StreamOp[U]):
-    """Yields every element of `fn(element)` for each element of a stream.
-
-    State: the parent's state before the current element and how many of its outputs
-    were yielded; restoring re-computes that one element (its outputs are not stored).
-    The `origin` of an output is the element's origin in the parent plus `(k,)`, `k` the
-    output's number among the element's outputs.
-
-    Example:
-        >>> from chute_samplers import SequentialIter
-        >>> it = FlatMapIter(SequentialIter(["ab", "", "c"]), list)
-        >>> [(output, it.origin) for output in it]
-        [('a', (0, 0)), ('b', (0, 1)), ('c', (2, 0))]
-    """
-
-    _op = "flat_map"
-
-    def __init__(
-        self, parent: CheckpointableIterator[Any], fn: Callable[[Any], Iterable[U]] | Any
-    ) -> None:
-        super().__init__(parent, fn)
-        self._fn, self._max_fan_out = as_flat_map_fn(fn)
-        self._start = parent.get_state()
-        self._outputs: list[U] = []
-        self._offset = 0
-
-    @property
-    def origin(self) -> tuple[int, ...] | None:
-        """The current element's origin in the parent plus the output's number."""
-        return child_origin(self._parent, self._offset)
-
-    def __next__(self) -> U:
-        while self._offset >= len(self._outputs):
-            start = self._parent.get_state()
-            element = next(self._parent)
-            if self._ledger is not None and self._replayed():
-                self._outputs, self._offset = [], 0
-                continue
-            try:
-                outputs = list(self._fn(element))
-                if self._max_fan_out is not None and len(outputs) > self._max_fan_out:
-                    raise ValueError(
-                        f"the element became {len(outputs)} elements, more than the "
-                        f"transform's max_fan_out={self._max_fan_out}."
-                    )
-            except Exception as error:
-                if self._skip(error):
-                    self._outputs, self._offset = [], 0
-                    continue
-                self._parent.set_state(start)
-                raise
-            self._start, self._outputs, self._offset = start, outputs, 0
-            self._index += 1
-        self._offset += 1
-        return self._outputs[self._offset - 1]
-
-    def get_state(self) -> IteratorState:
-        if self._offset >= len(self._outputs):  # Between elements: no replay needed.
-            return {"parent": self._parent.get_state(), "index": self._index, "offset": 0}
-        return {"parent": self._start, "index": self._index - 1, "offset": self._offset}
-
-    @property
-    def max_fan_out(self) -> int | None:
-        """The transform's declared most outputs of one element (None: not declared)."""
-        return self._max_fan_out
-
-    def set_state(self, state: IteratorState, /) -> None:
-        """Moves to the output `state` names, re-computing its element if inside one.
-
-        Raises:
-            InvalidStateError: the state is malformed, its offset is past the outputs
-                of its element (or the declared `max_fan_out`), or there is no element
-                there; the iterator stays where it was.
-        """
-        checked = state_dict(self, state, ("parent", "index", "offset"))
-        index = state_int(self, checked, "index")
-        fan_out = self._max_fan_out
-        most = sys.maxsize if fan_out is None else fan_out - 1
-        offset = state_int(self, checked, "offset", maximum=most)
-        parent = state_parent(self, checked)
-        if not offset:
-            self._parent.set_state(parent)
-            self._index, self._outputs, self._offset = index, [], 0
-            return
-        previous = self._parent.get_state()
-        self._parent.set_state(parent)
-        try:
-            start = self._parent.get_state()
-            try:
-                element = next(self._parent)
-            except StopIteration:
-                raise InvalidStateError(
-                    f"{self!r}: state['offset'] = {offset} is inside an element, but the "
-                    "parent has no element there; the state belongs to another pipeline."
-                ) from None
-            outputs = list(self._fn(element))
-            if offset >= len(outputs):
-                raise InvalidStateError(
-                    f"{self!r}: state['offset'] = {offset} is out of range [0, "
-                    f"{len(outputs) - 1}]: the element there has {len(outputs)} outputs; the "
-                    "state belongs to another pipeline."
-                )
-        except BaseException:
-            self._parent.set_state(previous)  # A refused state moves nothing.
-            raise
-        self._start, self._outputs, self._offset, self._index = start, outputs, offset, index + 1
-
-
 MAP = declare_op(
     "map",
     StageTraits(elementwise=True, keeps_positions=True),
@@ -482,14 +365,5 @@ FILTER = declare_op(
     StageTraits(elementwise=True, keeps_positions=True, drops=True),
     map_node=FilterMap,
     iter_node=FilterIter,
-)
-"""The op's declaration (see `chute_core.declare_op`)."""
-
-
-FLAT_MAP = declare_op(
-    "flat_map",
-    StageTraits(elementwise=True, drops=True),
-    map_node=FlatMapMap,
-    iter_node=FlatMapIter,
 )
 """The op's declaration (see `chute_core.declare_op`)."""

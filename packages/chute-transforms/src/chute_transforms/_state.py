@@ -1,12 +1,14 @@
 """The layout of a stream op's state around its parent's: `{"parent": ..., ...}`.
 
 Every op over one parent iterator keeps the parent's state under `"parent"`, plus its
-own counters (`"index"`: elements it has handed out, for error notes). `SkipErrorsIter`
-adds `"errors"`: its failure count and the elements it skipped, by their position in
-its shard. `PARENT_STATES` tells resharding how to reach the parent's state and how to
-rebuild the op's around a moved one. Resharded, the skipped elements are consumed (no
-new process reads them again), so the list is emptied, and the processes share the
-failure count (`failures`, `with_failures`).
+own counters (`"index"`: elements it has handed out, for error notes). A flat map adds
+`"offset"`, `"at"` and `"skip"` (see `_flat_map_iter`): resharded, its element goes
+back to be read, and the outputs delivered of it are skipped by whichever process reads
+it. `SkipErrorsIter` adds `"errors"`: its failure count and the elements it skipped, by
+their position in its shard. `PARENT_STATES` tells resharding how to reach the parent's
+state and how to rebuild the op's around a moved one. Resharded, the skipped elements
+are consumed (no new process reads them again), so the list is emptied, and the
+processes share the failure count (`failures`, `with_failures`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ __all__ = ["PARENT_STATES", "ParentStates"]
 _PARENT = "parent"
 _INDEX = "index"
 _ERRORS = "errors"
+_OFFSET, _AT, _SKIP = "offset", "at", "skip"  # A flat map's (see `_flat_map_iter`).
+_KEYS = {_PARENT, _INDEX, _ERRORS, _OFFSET, _AT, _SKIP}
 
 
 class ParentStates:
@@ -35,7 +39,7 @@ class ParentStates:
         """The parent's state; None if `state` wraps none."""
         if _PARENT not in state:
             return None
-        if not set(state) <= {_PARENT, _INDEX, _ERRORS}:
+        if not set(state) <= _KEYS:
             raise ValueError(f"unexpected keys in the state {dict(state)!r:.200}.")
         parent: Mapping[str, Any] = state[_PARENT]
         return parent
@@ -49,7 +53,59 @@ class ParentStates:
             rebuilt[_INDEX] = int(state[_INDEX]) * scale[0] // scale[1]
         if _ERRORS in state:  # The skipped elements are behind every new process.
             rebuilt[_ERRORS] = {"failures": self.failures(state), "skipped": []}
+        if _OFFSET in state:  # A flat map: its element goes back to be read (see `skips`).
+            rebuilt[_OFFSET] = 0
         return rebuilt
+
+    def is_split(self, state: Mapping[str, Any]) -> bool:
+        """Whether `state` is a flat map's (it counts outputs of its current element)."""
+        return _PARENT in state and _OFFSET in state
+
+    def delivered(self, state: Mapping[str, Any]) -> dict[int, int]:
+        """A flat map state's outputs delivered ahead of its parent, by element position.
+
+        The element it stopped inside (`at`, its outputs yielded and those skipped
+        before), and the `skip` entries it has not reached: {position: outputs}.
+
+        Raises:
+            ValueError: a damaged entry, or outputs yielded inside an element whose
+                position the state does not name.
+
+        Example:
+            >>> PARENT_STATES.delivered(
+            ...     {"parent": {}, "index": 2, "offset": 1, "at": 7, "skip": [[7, 2], [9, 1]]})
+            {7: 3, 9: 1}
+        """
+        entries: dict[int, int] = {}
+        for entry in state.get(_SKIP, []):
+            if not (isinstance(entry, list) and len(entry) == 2):
+                raise ValueError(f"a skip entry is [position, outputs], got {entry!r:.80}.")
+            position, outputs = entry
+            if type(position) is not int or type(outputs) is not int or outputs < 1:
+                raise ValueError(f"a skip entry is two ints, got {entry!r:.80}.")
+            entries[position] = outputs
+        offset = state.get(_OFFSET, 0)
+        if type(offset) is not int or offset < 0:
+            raise ValueError(f"a flat map's offset is an int >= 0, got {offset!r:.80}.")
+        if offset:
+            at = state.get(_AT)
+            if type(at) is not int:
+                raise ValueError(
+                    f"the flat map stopped inside an element ({offset} outputs yielded) "
+                    "whose position its state does not name ('at'): it was saved by a chute "
+                    "too old to reshard it; save again at an element boundary."
+                )
+            entries[at] = entries.get(at, 0) + offset
+        return entries
+
+    def with_skips(self, state: dict[str, Any], entries: list[list[int]]) -> dict[str, Any]:
+        """A rebuilt flat map state that drops `entries` ([position, outputs]) on the way."""
+        state.pop(_AT, None)
+        if entries:
+            state[_SKIP] = entries
+        else:
+            state.pop(_SKIP, None)
+        return state
 
     def failures(self, state: Mapping[str, Any]) -> int:
         """The failures an error budget's state counts (0 for other ops' states).

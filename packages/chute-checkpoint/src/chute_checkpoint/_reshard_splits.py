@@ -1,0 +1,85 @@
+"""Resharding a flat map after the shard: elements delivered in part, by global position.
+
+A flat map's state (after `.shard(i, n)...to_iter_dataset()`) is its parent's before
+the element it stopped inside, so that element goes back to be read again by whichever
+new process reads its position. The outputs already delivered of it must not come
+again: the state names the element (`at`) and how many (`offset`, plus those a `skip`
+entry had dropped), and entries of earlier reshards it has not reached yet. Resharding
+gathers them as global positions (`delivered_ahead`) and hands each to the new process
+whose shard holds it (`assign_skips`), which drops those outputs when it reads it.
+
+At most one entry per old process comes from each reshard, and an entry goes once its
+new process reads past it, so a state holds a few pairs of ints, never more with the
+data.
+
+Example:
+    >>> state = {"parent": {"position": 3}, "index": 5, "offset": 2, "at": 4}
+    >>> delivered_ahead([{"parent": {"position": 1}, "index": 1, "offset": 0}, state],
+    ...                 [1, 3], 2, "state")
+    ((9, 2),)
+    >>> new = {"parent": {"position": 3}, "index": 0, "offset": 0}
+    >>> assign_skips(new, ((9, 2),), 1, 4)["skip"]  # Global 9 is position 2 of shard 1 of 4.
+    [[2, 2]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from chute_transforms.internal import PARENT_STATES
+
+from ._errors import ReshardError
+
+__all__ = ["assign_skips", "delivered_ahead"]
+
+
+def _split_state(state: Any) -> dict[str, Any] | None:
+    """The flat map's state inside `state` (walking parents' states), if there is one."""
+    while isinstance(state, dict):
+        if PARENT_STATES.is_split(state):
+            return state
+        try:
+            state = PARENT_STATES.inner(state)
+        except ValueError:
+            return None  # Not a wrapper's state: no flat map below.
+    return None
+
+
+def delivered_ahead(
+    states: Sequence[Any], positions: Sequence[int], count: int, where: str
+) -> tuple[tuple[int, int], ...]:
+    """`(global position, outputs delivered)` of the elements the shards left in part.
+
+    Args:
+        states: the state of each shard `0..count-1`, in shard order.
+        positions: each shard's reader position (what it has read: the positions before
+            it are consumed, so entries there are stale).
+        count: the number of shards (global position of shard `i`'s `j`: `i + count * j`).
+        where: how to name the states in errors.
+
+    Raises:
+        ReshardError: a damaged flat map state.
+    """
+    found: dict[int, int] = {}
+    for shard, (state, position) in enumerate(zip(states, positions, strict=True)):
+        split = _split_state(state)
+        if split is None:
+            continue
+        try:
+            entries = PARENT_STATES.delivered(split)
+        except ValueError as error:
+            raise ReshardError(f"{where} {shard}: {error}") from None
+        for local, outputs in entries.items():
+            if local >= position:  # Not yet read: its owner drops what came before.
+                found[shard + count * local] = outputs
+    return tuple(sorted(found.items()))
+
+
+def assign_skips(state: Any, delivered: Sequence[tuple[int, int]], shard: int, count: int) -> Any:
+    """`state` (shard `shard` of `count`'s) with the entries its shard holds, as `skip`."""
+    split = _split_state(state)
+    if split is not None:
+        entries = [[(g - shard) // count, n] for g, n in delivered if g % count == shard]
+        PARENT_STATES.with_skips(split, entries)
+    return state

@@ -1,0 +1,166 @@
+"""A flat map after the shard reshards: the element a process stopped inside goes to its
+new owner, which drops the outputs already delivered (issue 30)."""
+
+import itertools
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import chute
+from chute_checkpoint import ReshardError, apply_document, make_document, reshard
+
+COUNTS = st.integers(1, 8)
+
+
+def _fan(x):
+    """0 to 3 outputs per record, each a distinct (record, k) pair."""
+    return [(x, k) for k in range(x % 4)]
+
+
+def _kept(x):
+    return x % 5 != 2
+
+
+def _flat_pair(pair):
+    return pair[0] * 10 + pair[1]
+
+
+@st.composite
+def pipelines(draw):
+    """A stream flat map after the shard, with filters, workers and a batch around it."""
+    size = draw(st.integers(0, 60))
+    seed = draw(st.integers(0, 5))
+    before = draw(st.booleans())  # A filter between the reader and the flat map.
+    workers = draw(st.sampled_from([None, 0, 1]))  # mp_prefetch before the flat map.
+    chunk = draw(st.integers(1, 5))
+    after = draw(st.booleans())  # A filter of the flat map's outputs.
+    batch = draw(st.sampled_from([None, 1, 3]))
+
+    def make(index, count):
+        ds = chute.MapDataset.range(size).seed(seed).shuffle().shard(index, count)
+        it = ds.to_iter_dataset()
+        if before:
+            it = it.filter(_kept)
+        if workers is not None:
+            options = chute.MultiprocessingOptions(num_workers=workers)
+            it = it.mp_prefetch(options, chunk_size=chunk)
+        it = it.flat_map(_fan)
+        if after:
+            it = it.map(_flat_pair).filter(_kept)
+        return it if batch is None else it.batch(batch)
+
+    return make, batch is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(pipelines(), COUNTS, st.lists(COUNTS, min_size=1, max_size=3), st.integers(0, 2**16))
+def test_every_output_comes_once_on_any_counts(pipeline, old, news, seed):
+    make, batched = pipeline
+    chute.checkpoint.check_reshardable(iter(make(0, old)))
+    records = chute.testing.rows if batched else None
+    run = chute.testing.assert_reshards(make, old, news, seed=seed, records=records)
+    assert run.counts == (old, *news)
+
+
+def _pipeline(index, count):
+    ds = chute.MapDataset.range(24).shard(index, count).to_iter_dataset()
+    return ds.flat_map(lambda x: [(x, k) for k in range(3)])
+
+
+def test_the_element_a_process_stopped_inside_continues_on_its_new_owner():
+    olds = [iter(_pipeline(i, 2)) for i in range(2)]
+    # Process 0 takes (0, *), (2, *) and two outputs of 4; process 1 one output of 1.
+    head = [*itertools.islice(olds[0], 8), next(olds[1])]
+    assert head[-3:] == [(4, 0), (4, 1), (1, 0)]
+    documents = [make_document(it, i, 2) for i, it in enumerate(olds)]
+    assert documents[0]["state"]["offset"] == 2 and documents[0]["state"]["at"] == 2
+    new = reshard(documents, 3)
+    # Global 4 is position 1 of shard 1 of 3, global 1 position 0 of shard 1 too.
+    assert new[1]["state"]["skip"] == [[0, 1], [1, 2]]
+    assert "skip" not in new[0]["state"] and "skip" not in new[2]["state"]
+    news = [iter(_pipeline(k, 3)) for k in range(3)]
+    for it, document in zip(news, new, strict=True):
+        apply_document(it, document)
+    assert list(itertools.islice(news[1], 3)) == [(1, 1), (1, 2), (4, 2)]
+    rest = [x for it in news for x in it]
+    everything = [(x, k) for x in range(24) for k in range(3)]
+    assert sorted([*head, (1, 1), (1, 2), (4, 2), *rest]) == everything
+
+
+def test_skip_entries_stay_few_over_ten_reshards():
+    def make(index, count):
+        ds = chute.MapDataset.range(3000).seed(1).shuffle().shard(index, count)
+        return ds.to_iter_dataset().flat_map(lambda x: [x] * 5)
+
+    counts = [4, 7, 2, 8, 5, 1, 3, 6, 8, 3, 5]
+    run = chute.testing.assert_reshards(make, counts[0], counts[1:], seed=11)
+    assert run.records == 15000
+    assert run.largest_state < 600, run.largest_state
+
+
+@pytest.mark.parametrize(
+    ("make", "stage", "reason"),
+    [
+        (
+            lambda i, n: (
+                chute.MapDataset.range(9)
+                .shard(i, n)
+                .to_iter_dataset()
+                .flat_map(_fan)
+                .mp_prefetch(chute.MultiprocessingOptions(num_workers=0))
+            ),
+            "stage 4 (mp_prefetch) runs the flat map of stage 3 in its workers",
+            "apply the flat map after mp_prefetch(...)",
+        ),
+        (
+            lambda i, n: (
+                chute.MapDataset.range(9)
+                .shard(i, n)
+                .to_iter_dataset()
+                .flat_map(_fan)
+                .flat_map(list)
+            ),
+            "stage 4 (flat_map) follows the shard stage",
+            "put it before .shard(...)",
+        ),
+        (
+            lambda i, n: (
+                chute.MapDataset.range(9).shard(i, n).to_iter_dataset().batch(2).flat_map(list)
+            ),
+            "stage 4 (flat_map) follows the shard stage",
+            "put it before .shard(...)",
+        ),
+    ],
+    ids=["inside_workers", "two_flat_maps", "of_batches"],
+)
+def test_flat_maps_that_cannot_continue_elsewhere_are_refused_when_built(make, stage, reason):
+    with pytest.raises(ReshardError) as built:
+        chute.checkpoint.check_reshardable(iter(make(0, 2)))
+    assert str(built.value).startswith(stage) and reason in str(built.value)
+    olds = [iter(make(i, 2)) for i in range(2)]
+    next(olds[0])
+    with pytest.raises(ReshardError) as restored:
+        reshard([make_document(it, i, 2) for i, it in enumerate(olds)], 3)
+    assert str(restored.value) == str(built.value)
+
+
+def test_a_state_saved_inside_an_element_without_its_position_is_refused_with_the_reason():
+    olds = [iter(_pipeline(i, 2)) for i in range(2)]
+    next(olds[0])
+    documents = [make_document(it, i, 2) for i, it in enumerate(olds)]
+    del documents[0]["state"]["at"]  # As a chute from before `at` saved it.
+    with pytest.raises(ReshardError, match="whose position its state does not name"):
+        reshard(documents, 3)
+
+
+def test_the_resharded_state_restores_in_a_fresh_process_form():
+    """A resharded state is plain JSON: it round-trips and restores the same outputs."""
+    olds = [iter(_pipeline(i, 2)) for i in range(2)]
+    next(olds[0])
+    new = reshard([make_document(it, i, 2) for i, it in enumerate(olds)], 1)
+    document = json.loads(json.dumps(new[0]))
+    it = iter(_pipeline(0, 1))
+    apply_document(it, document)
+    assert next(it) == (0, 1)
