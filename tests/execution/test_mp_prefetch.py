@@ -243,3 +243,22 @@ def test_the_fork_start_method_is_refused_with_the_reason():
     )
     with pytest.raises(ValueError, match=refused):
         MultiprocessingOptions(num_workers=2, start_method="fork")  # type: ignore[arg-type]
+
+
+def _plus_draw(x, rng):
+    return x * 100 + int(rng.integers(100))
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_random_map_keyed_by_record_after_the_workers_draws_as_without_them(workers):
+    """`prefetch()` ends what the workers run, so the random map runs after them, here."""
+
+    def pipeline(options):
+        ds = chute.MapDataset.range(40).seed(2).shuffle().to_iter_dataset().filter(bool)
+        ds = ds.prefetch(2).random_map(_plus_draw, seed=5, key="record")
+        return ds if options is None else ds.mp_prefetch(options, chunk_size=3)
+
+    expected = list(pipeline(None))
+    options = chute.MultiprocessingOptions(num_workers=workers)
+    assert list(pipeline(options)) == expected
+    assert sorted(x // 100 for x in expected) == list(range(1, 40))

@@ -7,8 +7,7 @@ one a single process gives, for any number of workers and any cut (0 workers run
 grid's chunks in this process). The state is `{"position": p, "offset": k}`: the
 next element is output `k` of the stream from base position `p` (the start of the
 current unit). It restores with any number of workers and any cut, re-running at most
-one unit; a state of older versions, `{"chunk": c, "offset": k}` (grid chunk `c`),
-restores too.
+one unit; older versions' `{"chunk": c, "offset": k}` (grid chunk `c`) restore too.
 
 Under an error budget (an active `ErrorLedger` when the iterator is built), the plan
 skips failing elements and reports them with each chunk; the consumer charges each
@@ -201,6 +200,11 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
     @property
     def origin(self) -> tuple[int, ...] | None:
         return self._last_origin
+
+    @property
+    def dataset(self) -> Any:
+        """The dataset the workers read in order (origins `(p,)` are its positions)."""
+        return self._plan.dataset
 
     def get_state(self) -> IteratorState:
         chunk, offset = self._chunk, self._offset
@@ -474,10 +478,9 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
     def close(self) -> None:
         """Ends the workers' work (also done at exhaustion and garbage collection).
 
-        They wait, parked, for the next iterator (`idle_worker_seconds`), or stop.
-
-        Leases that ended are reported first, so that the workers leave those slabs
-        for the next iterator's workers (`SlabPool`) instead of unlinking them.
+        They wait, parked, for the next iterator (`idle_worker_seconds`), or stop. Leases
+        that ended are reported first, so that the workers leave those slabs for the
+        next iterator's workers (`SlabPool`) instead of unlinking them.
         """
         pool = self._resources.pool
         if pool is not None and not pool.closed:
@@ -485,10 +488,8 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
         self._resources.release()
 
     def __repr__(self) -> str:
-        return (
-            f"MultiprocessPrefetchIter(num_workers={self._options.num_workers}, "
-            f"chunk_size={self._plan.chunk_size})"
-        )
+        workers, chunk = self._options.num_workers, self._plan.chunk_size
+        return f"MultiprocessPrefetchIter(num_workers={workers}, chunk_size={chunk})"
 
 
 MP_PREFETCH = declare_op(
