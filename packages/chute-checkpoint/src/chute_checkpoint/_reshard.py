@@ -51,6 +51,7 @@ from ._reshard_mix import MixPlan, mix_document, mix_plan, mixture_shard
 from ._reshard_splits import assign_skips, delivered_ahead
 from ._reshard_stages import (
     check_declared,
+    check_loader_shards,
     later_stages,
     mixes_sharded,
     reading_traits,
@@ -191,6 +192,7 @@ def _plan(documents: Sequence[Mapping[str, Any]]) -> _Plan | MixPlan:
     ]
     remember_traits(checked)
     _check_all_processes(checked)
+    check_loader_shards(checked[0]["pipeline"])
     stages = checked[0]["pipeline"]["stages"]
     check_declared(stages)  # What an op does to positions must be known to reshard.
     if mixes_sharded(stages):

@@ -22,6 +22,7 @@ from ._stage_traits import saved_traits
 __all__ = [
     "branches",
     "check_declared",
+    "check_loader_shards",
     "check_reshardable",
     "later_stages",
     "mixes_sharded",
@@ -183,7 +184,9 @@ def check_reshardable(iterator: object) -> None:
         ...     print(str(error)[:60])
         stage 3 (window_shuffle) follows the shard stage and changes
     """
-    stages = describe_pipeline(iterator)["stages"]
+    pipeline = describe_pipeline(iterator)
+    stages = pipeline["stages"]
+    check_loader_shards(pipeline)
     with reading_traits():
         check_declared(stages)
         for branch in branches(stages):
@@ -220,3 +223,30 @@ def mixes_sharded(stages: list[dict[str, Any]]) -> bool:
     inputs = stages[0].get("inputs", [])
     streams = all(any(traits_of(item).begins_stream for item in branch) for branch in inputs)
     return bool(inputs) and streams and _count_shards(inputs) > 0
+
+
+def check_loader_shards(pipeline: Mapping[str, Any]) -> None:
+    """Raises if `pipeline` is a `chute.DataLoader`'s whose sampler takes one shard of several.
+
+    Its `IndexSampler` reads shard `i` of `n` by itself (its `shard_options`), inside a
+    stage that also shuffles and repeats, so no stage says where the shard is cut.
+
+    Raises:
+        ReshardError: the reason, and what to use instead.
+    """
+    if pipeline.get("kind") != "DataLoader":
+        return
+    for item in pipeline.get("stages", ()):
+        if item.get("op") != "sampler":
+            continue
+        options = item.get("params", {}).get("shard_options")
+        fields = options.get("fields", {}) if isinstance(options, Mapping) else {}
+        count = fields.get("shard_count", 1) if isinstance(fields, Mapping) else 1
+        if type(count) is int and count > 1:
+            raise ReshardError(
+                f"this chute.DataLoader's IndexSampler reads shard {fields.get('shard_index')} "
+                f"of {count} by itself (shard_options), so its states cannot be re-cut for "
+                "another process count; restore with the same process count, or build the "
+                "pipeline as MapDataset.source(...).shuffle().shard(i, n).to_iter_dataset(), "
+                "which reshards."
+            )
