@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from chute_execution import PrefetchReadIter, ReadGroup, ReadOptions, sharing_reads
 from chute_execution._read_group import MIN_SHARE
-from chute_samplers import MixIter, ShuffleMap
+from chute_samplers import MixIter, MixMap, ShuffleMap
 from chute_sources import RangeSource
 from chute_testing import assert_resumes
 
@@ -156,3 +156,13 @@ def test_nested_blocks_share_the_outer_group():
             assert inner is outer
         PrefetchReadIter(range(4), ReadOptions(num_threads=2))
     assert outer.members == 1 and outer.max_threads == 2
+
+
+def test_a_reader_of_a_random_access_mixture_reads_four_positions_per_component():
+    """Chunks of `MixMap.min_chunk_size`: each component is called for several positions."""
+    mixture = MixMap([ShuffleMap(RangeSource(40), seed=k) for k in range(64)])
+    reader = PrefetchReadIter(mixture, ReadOptions(num_threads=2, prefetch_buffer_size=100))
+    assert reader.chunk_size == 256
+    assert list(reader) == list(PrefetchReadIter(mixture, ReadOptions(num_threads=0), 7))
+    small = MixMap([RangeSource(40), RangeSource(40)])
+    assert PrefetchReadIter(small, ReadOptions(num_threads=0)).chunk_size == 256  # Default.

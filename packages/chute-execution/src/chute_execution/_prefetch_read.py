@@ -141,6 +141,9 @@ class PrefetchReadIter(IterNode[T]):
         self._auto_chunk = chunk_size is None
         if chunk_size is None:
             chunk_size = default_chunk_size(read_options)
+            fewest = getattr(dataset, "min_chunk_size", 1)  # A mixture's (see `MixMap`).
+            if isinstance(fewest, int):
+                chunk_size = max(chunk_size, min(fewest, MAX_CHUNK_SIZE))
             if read_options.threaded:  # Every thread gets a share of a small dataset.
                 share = -(-self._length // (read_options.num_threads * SPLIT))
                 chunk_size = max(1, min(chunk_size, share))
