@@ -275,6 +275,8 @@ class PrefetchReadIter(IterNode[T]):
             self._window = self._group.share(self._window)
             if self._auto_chunk:
                 self._chunk_size = max(1, min(self._chunk_size, self._window))
+                # A share is a few positions: start with whole chunks (no ramp from 1).
+                self._ramp = self._limit = self._chunk_size
         elif self._auto_chunk:  # The chunk read in this thread is all it holds ahead.
             self._chunk_size = self._group.share(self._chunk_size)
 
