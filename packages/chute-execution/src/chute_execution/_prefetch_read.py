@@ -250,8 +250,10 @@ class PrefetchReadIter(IterNode[T]):
             pool = self._pool = ReadPool(threads, "chute-read")
             # Stops the threads when this iterator is collected; holds no reference to it.
             self._finalizer = weakref.finalize(self, pool.shutdown, 0)
-        measuring = not self._measured
-        if measuring:  # Small reads first, one per thread at most, to measure an element.
+        # Small reads first, one per thread at most, to measure an element; a group's
+        # member reads its small share whole (its first chunk measures).
+        measuring = not self._measured and self._group is None
+        if measuring:
             ahead = position + self._options.num_threads
             limit = min(max(self._next_read, ahead), self._length)
         else:
