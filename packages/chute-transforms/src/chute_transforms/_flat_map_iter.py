@@ -38,6 +38,9 @@ MAX_SKIPS = 1_000_000
 """The most `skip` entries a state may hold (a bound on untrusted input: one per process
 of the reshards whose elements are still ahead)."""
 
+_LOOK = object()
+"""`FlatMapIter._at` before the current element's position was looked up."""
+
 _KEYS = ("parent", "index", "offset")
 _OPTIONAL = ("at", "skip")
 
@@ -74,7 +77,9 @@ class FlatMapIter(_StreamOp[U]):
         self._offset = 0
         self._skips: dict[int, int] = {}  # Position -> outputs delivered by another process.
         self._dropped = 0  # Outputs of the current element dropped by its skip entry.
-        self._at: int | None = None  # The current element's position (its parent origin).
+        # The current element's position (its parent's origin), looked up when a state
+        # needs it (`_LOOK`), not for every element read.
+        self._at: int | None | object = None
 
     @property
     def origin(self) -> tuple[int, ...] | None:
@@ -101,9 +106,13 @@ class FlatMapIter(_StreamOp[U]):
                     continue
                 self._parent.set_state(start)
                 raise
-            dropped = self._skipped_outputs(len(outputs)) if self._skips else 0
-            self._start, self._outputs, self._offset = start, outputs[dropped:], 0
-            self._dropped, self._at = dropped, self._position()
+            if self._skips:  # Only in a resharded state: drop what another process gave.
+                dropped = self._skipped_outputs(len(outputs))
+                outputs = outputs[dropped:]
+            else:
+                dropped = 0
+            self._start, self._outputs, self._offset = start, outputs, 0
+            self._dropped, self._at = dropped, _LOOK
             self._index += 1
         self._offset += 1
         return self._outputs[self._offset - 1]
@@ -136,8 +145,9 @@ class FlatMapIter(_StreamOp[U]):
             skips = {p: n for p, n in self._skips.items() if p != self._current()}
         else:
             state = {"parent": self._start, "index": self._index - 1, "offset": self._offset}
-            if self._at is not None:  # Whose outputs these are.
-                state["at"] = self._at
+            at = self._current_position()
+            if at is not None:  # Whose outputs these are.
+                state["at"] = at
             skips = self._skips
         if skips:
             state["skip"] = [[p, n] for p, n in sorted(skips.items())]
@@ -145,7 +155,13 @@ class FlatMapIter(_StreamOp[U]):
 
     def _current(self) -> int | None:
         """The position of the element last read, when an entry of `skip` applied to it."""
-        return self._at if self._dropped else None
+        return self._current_position() if self._dropped else None
+
+    def _current_position(self) -> int | None:
+        """The current element's position, looked up once (the parent has not moved)."""
+        if self._at is _LOOK:
+            self._at = self._position()
+        return self._at  # type: ignore[return-value]
 
     def _position(self) -> int | None:
         """The parent's one-int origin of the element just read (None without one)."""
@@ -165,6 +181,7 @@ class FlatMapIter(_StreamOp[U]):
                 of its element (or the declared `max_fan_out`), or there is no element
                 there; the iterator stays where it was.
         """
+        self._current_position()  # Kept if the state is refused (the parent moves back).
         checked = _checked(self, state)
         index = state_int(self, checked, "index")
         fan_out = self._max_fan_out
