@@ -10,40 +10,27 @@ in the caches, and nothing crosses processes (`track_two_workers_ratio_to_kept_l
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from ._timing import alternating, fresh_process
+
 RUNS = 3
 
 
 def run(kind: str) -> float:
     """GB/s of one fresh process (see `benchmarks._arrays_run`)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks._arrays_run", kind],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return figures["gb_per_s"]
+    return float(fresh_process("_arrays_run", kind)["gb_per_s"])
 
 
 def ratio(kind: str, baseline: str) -> float:
     """The median over `RUNS` alternating pairs of `kind`'s GB/s over `baseline`'s."""
-    values = []
-    for number in range(RUNS):
-        if number % 2 == 0:
-            ours, base = run(kind), run(baseline)
-        else:
-            base, ours = run(baseline), run(kind)
-        values.append(ours / base)
-    return statistics.median(values)
+    figures = alternating(
+        lambda: fresh_process("_arrays_run", kind),
+        lambda: fresh_process("_arrays_run", baseline),
+        "gb_per_s",
+        RUNS,
+    )
+    return statistics.median(figures)
 
 
 class LargeArraysVsPlainLoop:

@@ -11,41 +11,22 @@ for 64 sources are: threads <= 2x one source's, peak RSS <= 1.5x, throughput >= 
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import subprocess
-import sys
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from ._timing import alternating, fresh_process
+
 RUNS = 3
 
 
 def run(sources: int, kind: str = "iter") -> dict[str, float]:
     """One fresh process's figures (see `benchmarks._mixture_run`)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks._mixture_run", str(sources), kind],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return figures
+    return fresh_process("_mixture_run", str(sources), kind)
 
 
 def ratios(sources: int, kind: str, key: str) -> list[float]:
     """`RUNS` ratios of the mixture's `key` to one source's, the runs alternating."""
-    values = []
-    for number in range(RUNS):
-        if number % 2 == 0:
-            mixture, one = run(sources, kind), run(1)
-        else:
-            one, mixture = run(1), run(sources, kind)
-        values.append(mixture[key] / one[key])
-    return values
+    return alternating(lambda: run(sources, kind), lambda: run(1), key, RUNS)
 
 
 class ManySources:

@@ -79,7 +79,7 @@ class FlatMapIter(_StreamOp[U]):
         self._dropped = 0  # Outputs of the current element dropped by its skip entry.
         # The current element's position (its parent's origin), looked up when a state
         # needs it (`_LOOK`), not for every element read.
-        self._at: int | None | object = None
+        self._at: int | object | None = None
 
     @property
     def origin(self) -> tuple[int, ...] | None:
