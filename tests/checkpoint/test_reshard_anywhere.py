@@ -46,7 +46,7 @@ def _fails_on_elevens(x):
 
 @st.composite
 def pipelines(draw):
-    """A random pipeline of the ops that keep positions, around one shard stage."""
+    """A random pipeline of the ops that reshard after the shard, around one shard stage."""
     size = draw(SIZES)
     seed = draw(st.integers(0, 5))
     before = draw(st.lists(st.sampled_from(["shuffle", "map", "filter"]), max_size=3))
@@ -57,6 +57,7 @@ def pipelines(draw):
     chunk = draw(st.integers(1, 9))
     batch = draw(st.sampled_from([None, 1, 2, 5]))
     budget = draw(st.booleans())  # A map that fails on some records, under skip_errors.
+    window = draw(st.sampled_from([None, None, 2, 5]))  # A window shuffle before the batch.
 
     def make(index, count):
         ds = chute.MapDataset.range(size).seed(seed)
@@ -85,6 +86,8 @@ def pipelines(draw):
             it = it.mp_prefetch(options, chunk_size=chunk)
         if budget:
             it = it.skip_errors(1000)
+        if window is not None:
+            it = it.window_shuffle(window, seed=seed + 7)
         return it if batch is None else it.batch(batch)
 
     return make, batch is not None
@@ -291,11 +294,11 @@ def test_the_state_stays_small_over_ten_reshards_of_a_billion_records():
 @pytest.mark.parametrize(
     "tail",
     [
-        lambda ds: ds.window_shuffle(4, seed=0),
+        lambda ds: ds.batch(2).window_shuffle(4, seed=0),
         lambda ds: ds.batch(2).flat_map(list),
         lambda ds: ds.batch(2).unbatch(),
     ],
-    ids=["window_shuffle", "flat_map_of_batches", "unbatch"],
+    ids=["window_shuffle_of_batches", "flat_map_of_batches", "unbatch"],
 )
 def test_what_a_restore_would_refuse_is_refused_when_the_pipeline_is_built(tail):
     def make(index, count):
@@ -321,7 +324,7 @@ def _total(x):
 
 
 REFUSED_AFTER = {
-    "window_shuffle": lambda ds: ds.window_shuffle(3, seed=1),
+    "window_shuffle_of_batches": lambda ds: ds.map(_total).batch(2).window_shuffle(3, seed=1),
     "flat_map_of_batches": lambda ds: ds.map(_total).batch(2).flat_map(list),
     "map_with_index": lambda ds: ds.map_with_index(_with_index),
     "rebatch": lambda ds: ds.map(_total).batch(2).rebatch(3),

@@ -217,7 +217,8 @@ def test_window_shuffle_state_holds_no_elements_and_windows_differ():
     for _ in range(13):
         next(it)
     state = it.get_state()
-    assert state == {"window_start": {"position": 10}, "window": 1, "offset": 3}
+    # The window's positions (10 to 19), for resharding; never its elements.
+    assert state == {"window_start": {"position": 10}, "window": 1, "offset": 3, "span": [10, 10]}
     out = list(_window(40, 10))
     offsets = [[x - 10 * w for x in out[10 * w : 10 * w + 10]] for w in range(4)]
     assert len({tuple(o) for o in offsets}) == 4

@@ -141,7 +141,9 @@ def test_first_fit_state_is_small_json_without_tokens():
     for _ in it:
         state = it.get_state()
         biggest = max(biggest, len(json.dumps(state)))
-        assert set(state) == {"parent", "read", "bins"} and len(state["bins"]) <= 8
+        # The positions of the elements read since (for resharding): two ints, no gaps.
+        assert set(state) <= {"parent", "read", "bins", "span"} and len(state["bins"]) <= 8
+        assert len(state.get("span", [0, 0])) == 2
     assert biggest < 400, biggest
 
 
@@ -199,7 +201,8 @@ def test_concat_split_positions_restart_in_each_row_and_keys_stay_aligned():
 def test_concat_split_state_holds_a_token_offset_not_tokens():
     it = ConcatSplitIter(ListIterator(_docs([10])), 4)
     next(it)
-    assert it.get_state() == {"parent": {"index": 0}, "skip": 4, "read": 1}
+    # The element's position (`at`) too, for resharding.
+    assert it.get_state() == {"parent": {"index": 0}, "skip": 4, "read": 1, "at": 0}
 
 
 @pytest.mark.parametrize(

@@ -290,8 +290,9 @@ def _dict_paths(state: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]
     return []
 
 
-_DERIVED = {"through"}
-"""Keys a state may lack: derived from the others, and missing from older versions'."""
+_DERIVED = {"through", "span", "at"}
+"""Keys a state may lack: derived from the others (or read only by resharding), and
+missing from older versions'."""
 
 
 def test_a_worker_state_without_its_derived_through_resumes_the_same():

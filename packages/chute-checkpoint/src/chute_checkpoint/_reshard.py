@@ -14,7 +14,9 @@ Two kinds of pipeline continue exactly on another number of JAX processes:
   skips the later ones an old shard consumed: a `chute_samplers.Frontier` in its
   reader's state says which. Stages after the shard must keep positions (map, filter,
   batch, prefetching, `to_device`), except one stream flat map, whose element a process
-  stopped inside goes back to be read, minus its outputs delivered (`_reshard_splits`).
+  stopped inside goes back to be read, minus its outputs delivered (`_reshard_splits`),
+  and one window shuffle or packer, whose elements held go back to be read, minus the
+  ones it yielded (`_reshard_windows`).
   A `MapDataset.batch(b)` after the shard counts positions in batches, which cannot be
   split between processes: such states reshard only from processes in lockstep, and
   where `j * n` splits into whole batches.
@@ -40,7 +42,6 @@ from chute_samplers.internal import (
     level_of,
     watermark,
 )
-from chute_transforms.internal import PARENT_STATES
 
 from ._describe import describe_pipeline, fingerprint
 from ._document_shape import check_positions, damaged_state, integer_parameter
@@ -60,6 +61,7 @@ from ._reshard_stages import (
     shard_stage,
     traits_of,
 )
+from ._reshard_windows import inner_state, merge_taken, rebuild_state, taken_ahead
 
 __all__ = ["reshard", "reshard_for"]
 
@@ -85,6 +87,7 @@ class _Plan:
     failures: tuple[int, ...] = ()
     # A flat map's elements delivered in part: (global position, outputs delivered).
     delivered: tuple[tuple[int, int], ...] = ()
+    taken: tuple[int, ...] = ()  # Global positions above it consumed one by one.
 
 
 def reshard(documents: Sequence[Mapping[str, Any]], process_count: int) -> list[dict[str, Any]]:
@@ -286,8 +289,10 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
     counts = [budget_failures(doc["state"], f"state {doc['process_index']}") for doc in ordered]
     failures = tuple(map(sum, zip(*counts, strict=True)))
     if unit == 1:
-        plan = _elastic_plan(first, at, positions, frontiers, chunk_size)
         states = [doc["state"] for doc in ordered]
+        stages = first["pipeline"]["stages"][at + 1 :]
+        taken = taken_ahead(states, positions, count, stages, "the state of shard")
+        plan = _elastic_plan(first, at, positions, frontiers, chunk_size, taken)
         delivered = delivered_ahead(states, positions, count, "the state of shard")
         return dataclasses.replace(plan, failures=failures, delivered=delivered)
     if len(set(positions)) != 1 or any(frontiers):
@@ -306,8 +311,9 @@ def _elastic_plan(
     positions: list[int],
     frontiers: list[Frontier | None],
     chunk_size: int | None,
+    taken: tuple[int, ...],
 ) -> _Plan:
-    """The plan that continues shards stopped at any `positions` (one element each)."""
+    """The plan that continues shards at any `positions`, and `taken` ahead of them."""
     levels: list[tuple[int, tuple[int, ...]]] = []
     for frontier in frontiers:
         for level in () if frontier is None else frontier.levels:
@@ -318,8 +324,16 @@ def _elastic_plan(
     levels = [level for level in levels if max(level[1]) > low]
     if not is_watermark(newest):
         levels.append(newest)
+    olds = [() if frontier is None else frontier.taken for frontier in frontiers]
+    taken = merge_taken(taken, *olds, below=low)
     return _Plan(
-        first, at, len(positions), chunk_size=chunk_size, levels=tuple(levels), watermark=low
+        first,
+        at,
+        len(positions),
+        chunk_size=chunk_size,
+        levels=tuple(levels),
+        watermark=low,
+        taken=taken,
     )
 
 
@@ -381,7 +395,7 @@ def _position(
 def _leaf(state: Any) -> dict[str, Any]:
     while isinstance(state, dict):
         try:
-            inner = PARENT_STATES.inner(state)
+            inner = inner_state(state)
         except ValueError as error:
             raise ReshardError(str(error)) from None
         if inner is None:
@@ -431,7 +445,8 @@ def _continued(
     stage["params"][index_name], stage["params"][count_name] = shard_index, shard_count
     document["fingerprint"] = fingerprint(document["pipeline"])
     start = max(0, -(-(plan.watermark - shard_index) // shard_count))  # First global >= it.
-    frontier = Frontier(shard_index, shard_count, plan.levels).after(start)
+    taken = tuple(g for g in plan.taken if g % shard_count == shard_index)
+    frontier = Frontier(shard_index, shard_count, plan.levels, taken).after(start)
     if frontier is None and stage["params"].get("drop_remainder") is True:
         # Shards of another count drop another remainder, so `start` may lie past this
         # shard's end: a reader clamps the position of a state with a frontier.
@@ -467,11 +482,11 @@ def _who(shards: int, processes: int) -> str:
 def _moved(
     state: Any, position: int, plan: _Plan, new: int, frontier: Frontier | None = None
 ) -> Any:
-    inner = PARENT_STATES.inner(state)
+    inner = inner_state(state)
     if inner is not None:
         moved = _moved(dict(inner), position, plan, new, frontier)
         try:
-            return PARENT_STATES.rebuild(state, moved, (plan.count, new))
+            return rebuild_state(state, moved, (plan.count, new))
         except (TypeError, ValueError, OverflowError) as error:  # A counter of another type.
             raise damaged_state(state, error, f"state {plan.base['process_index']}") from error
     for layout in _LAYOUTS:

@@ -13,6 +13,7 @@ from typing import Any
 from chute_transforms.internal import PARENT_STATES
 
 from ._errors import ReshardError
+from ._reshard_windows import inner_state
 
 __all__ = ["budget_failures", "share_failures"]
 
@@ -24,7 +25,7 @@ def budget_failures(state: Any, where: str) -> tuple[int, ...]:
         try:
             if "errors" in state:
                 counts.append(PARENT_STATES.failures(state))
-            state = PARENT_STATES.inner(state)
+            state = inner_state(state)
         except ValueError as error:
             raise ReshardError(f"{where}: {error}") from None
     return tuple(counts)
@@ -41,4 +42,4 @@ def share_failures(state: Any, failures: tuple[int, ...], shard: int, count: int
         if "errors" in state:
             total = next(budgets)
             PARENT_STATES.with_failures(state, total // count + (shard < total % count))
-        state = state.get("parent")
+        state = inner_state(state)

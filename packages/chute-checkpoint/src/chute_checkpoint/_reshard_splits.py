@@ -1,5 +1,9 @@
 """Resharding a flat map after the shard: elements delivered in part, by global position.
 
+(A concat-then-split packer delivers an element's tokens in part the same way: its state
+names the element (`at`) and the tokens emitted (`skip`), and a resharded one drops
+them (`drop`); see `chute_transforms.internal.PACK_STATES`.)
+
 A flat map's state (after `.shard(i, n)...to_iter_dataset()`) is its parent's before
 the element it stopped inside, so that element goes back to be read again by whichever
 new process reads its position. The outputs already delivered of it must not come
@@ -9,7 +13,7 @@ gathers them as global positions (`delivered_ahead`) and hands each to the new p
 whose shard holds it (`assign_skips`), which drops those outputs when it reads it.
 
 At most one entry per old process comes from each reshard, and an entry goes once its
-new process reads past it, so a state holds a few pairs of ints, never more with the
+new process reads its element, so a state holds a few pairs of ints, never more with the
 data.
 
 Example:
@@ -27,20 +31,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from chute_transforms.internal import PARENT_STATES
+from chute_transforms.internal import PACK_STATES, PARENT_STATES
 
 from ._errors import ReshardError
+from ._reshard_windows import inner_state
 
 __all__ = ["assign_skips", "delivered_ahead"]
 
 
-def _split_state(state: Any) -> dict[str, Any] | None:
-    """The flat map's state inside `state` (walking parents' states), if there is one."""
+def _split_state(state: Any) -> tuple[dict[str, Any], Any] | None:
+    """The state inside `state` of a stage that delivers elements in part, with its layout.
+
+    A flat map's (`PARENT_STATES`: outputs of an element) or a concat-then-split
+    packer's (`PACK_STATES`: tokens of an element); walks the parents' states.
+    """
     while isinstance(state, dict):
-        if PARENT_STATES.is_split(state):
-            return state
+        for layout in (PACK_STATES, PARENT_STATES):
+            if layout.is_split(state):
+                return state, layout
         try:
-            state = PARENT_STATES.inner(state)
+            state = inner_state(state)
         except ValueError:
             return None  # Not a wrapper's state: no flat map below.
     return None
@@ -63,11 +73,12 @@ def delivered_ahead(
     """
     found: dict[int, int] = {}
     for shard, (state, position) in enumerate(zip(states, positions, strict=True)):
-        split = _split_state(state)
-        if split is None:
+        inside = _split_state(state)
+        if inside is None:
             continue
+        split, layout = inside
         try:
-            entries = PARENT_STATES.delivered(split)
+            entries = layout.delivered(split)
         except ValueError as error:
             raise ReshardError(f"{where} {shard}: {error}") from None
         for local, outputs in entries.items():
@@ -78,8 +89,9 @@ def delivered_ahead(
 
 def assign_skips(state: Any, delivered: Sequence[tuple[int, int]], shard: int, count: int) -> Any:
     """`state` (shard `shard` of `count`'s) with the entries its shard holds, as `skip`."""
-    split = _split_state(state)
-    if split is not None:
+    found = _split_state(state)
+    if found is not None:
+        split, layout = found
         entries = [[(g - shard) // count, n] for g, n in delivered if g % count == shard]
-        PARENT_STATES.with_skips(split, entries)
+        layout.with_skips(split, entries)
     return state

@@ -131,11 +131,15 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
     """
     unit, chunk_size, streaming = 1, None, False
     split: int | None = None  # The flat map after the stream began, if any.
+    held: int | None = None  # The window shuffle after the stream began, if any.
     grouped = False  # Whether a batch came before, turning positions into batches.
     for number, item in enumerate(stages[shard_at + 1 :], start=shard_at + 1):
         traits = traits_of(item)
-        if traits.splits and streaming and split is None and unit == 1 and not grouped:
+        plain = streaming and unit == 1 and not grouped  # Elements are still positions.
+        if traits.splits and plain and split is None:
             split = number  # Its element goes back to be read; see `_reshard_splits`.
+        elif traits.holds and plain and split is None and held is None:
+            held = number  # Its window goes back to be read; see `_reshard_windows`.
         elif not traits.keeps_positions and not traits.records_skips:
             raise ReshardError(
                 f"stage {number} ({item['op']}) follows the shard stage and changes which "
@@ -148,14 +152,15 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
             streaming = True
         elif traits.groups is not None and not streaming:
             unit *= integer_parameter(item, number, traits.groups, 1, "state 0")
-        grouped = grouped or traits.groups is not None
-        if traits.chunk is not None and split is not None:
+        grouped = grouped or traits.groups is not None or traits.merges
+        ahead = split if split is not None else held
+        if traits.chunk is not None and ahead is not None:
             raise ReshardError(
-                f"stage {number} ({item['op']}) runs the flat map of stage {split} in its "
-                "workers, whose state counts the flat map's outputs within a unit of work, "
-                "not positions, so an element a process stopped inside cannot be continued "
-                f"elsewhere; apply the flat map after {item['op']}(...), or restore with the "
-                "same process count."
+                f"stage {number} ({item['op']}) runs the {stages[ahead]['op']} of stage {ahead} "
+                "in its workers, whose state counts outputs within a unit of work, not "
+                "positions, so an element or window a process stopped inside cannot be "
+                f"continued elsewhere; apply the {stages[ahead]['op']} after {item['op']}(...), "
+                "or restore with the same process count."
             )
         if traits.chunk is not None and item["params"].get(traits.chunk) is not None:
             chunk_size = integer_parameter(item, number, traits.chunk, 1, "state 0")
@@ -179,10 +184,10 @@ def check_reshardable(iterator: object) -> None:
         >>> ds = chute.MapDataset.range(8).shard(0, 2).to_iter_dataset()
         >>> check_reshardable(iter(ds.filter(bool).batch(2)))
         >>> try:
-        ...     check_reshardable(iter(ds.window_shuffle(4, seed=0)))
+        ...     check_reshardable(iter(ds.batch(2).window_shuffle(4, seed=0)))
         ... except ReshardError as error:
         ...     print(str(error)[:60])
-        stage 3 (window_shuffle) follows the shard stage and changes
+        stage 4 (window_shuffle) follows the shard stage and changes
     """
     pipeline = describe_pipeline(iterator)
     stages = pipeline["stages"]

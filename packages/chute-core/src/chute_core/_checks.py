@@ -258,18 +258,25 @@ def state_position(state: IteratorState, owner: str, maximum: int) -> int:
     return _in_range(owner, "position", state["position"], 0, maximum)
 
 
-def state_dict(owner: object, state: object, keys: tuple[str, ...]) -> IteratorState:
-    """Returns `state` if it is a dict with exactly `keys`, else raises `InvalidStateError`."""
+def state_dict(
+    owner: object, state: object, keys: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> IteratorState:
+    """Returns `state` if it is a dict with `keys` (and no others but `optional`).
+
+    Raises:
+        InvalidStateError: not a dict, a key missing, or a key unknown.
+    """
     if not isinstance(state, dict):
         raise InvalidStateError(
             f"{owner!r}: a state is a dict with keys {list(keys)} (from get_state()), got "
             f"{type(state).__name__} {state!r}."
         )
     missing = [key for key in keys if key not in state]
-    unknown = sorted(str(key) for key in state if key not in keys)
+    unknown = sorted(str(key) for key in state if key not in keys and key not in optional)
     if missing or unknown:
+        also = f" and optionally {list(optional)}" if optional else ""
         raise InvalidStateError(
-            f"{owner!r}: a state has exactly the keys {list(keys)}; missing {missing}, "
+            f"{owner!r}: a state has exactly the keys {list(keys)}{also}; missing {missing}, "
             f"unknown {unknown}. Was it saved by another iterator?"
         )
     return state

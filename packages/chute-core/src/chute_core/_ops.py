@@ -70,6 +70,12 @@ class StageTraits:
             the outputs of it already yielded (`offset`), and the outputs to skip of
             elements a resharded state assigned it (`skip`, by the element's position),
             so another process count continues an element where it stopped.
+        holds: a stream stage that reads elements ahead and yields them in another
+            order (a window shuffle): its state is its parent's at the first element it
+            holds, plus which of the elements read since it yielded, by position, so
+            another process count reads the others again and skips those.
+        merges: a stream stage each of whose outputs gathers several elements (packing
+            into rows): the stages after it see rows, not positions.
 
     Example:
         >>> StageTraits(elementwise=True).keeps_positions
@@ -90,6 +96,8 @@ class StageTraits:
     changeable: frozenset[str] = frozenset()
     chooses: bool = False
     splits: bool = False
+    holds: bool = False
+    merges: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """The traits that differ from the defaults, as JSON (sets as sorted lists).

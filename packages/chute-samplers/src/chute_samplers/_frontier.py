@@ -14,6 +14,12 @@ position was consumed), and a reader forgets a level once its own next position 
 the level's largest threshold. So a state holds a few integers per process of the
 reshards whose stop points still overlap, never a number that grows with the data.
 
+A stage that holds elements (a window shuffle) stops with some of those it read
+delivered and others not: its process's threshold is the first element it holds, and
+the ones it delivered past it are listed one by one (`taken`, global positions). There
+are at most as many as the stage holds (its window) per process, and a reader forgets
+each once it passes it.
+
 Example:
     >>> f = Frontier(0, 1, ((2, (6, 3)),))  # 2 shards had stopped at global 6 and 3.
     >>> [g for g in range(10) if f.keeps(g)]
@@ -22,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import sys
 from collections.abc import Mapping, Sequence
@@ -38,6 +45,7 @@ __all__ = [
     "FRONTIER",
     "MAX_LEVEL_COUNT",
     "MAX_PROCESSES_PER_LEVEL",
+    "MAX_TAKEN",
     "Frontier",
     "SkipConsumed",
     "is_watermark",
@@ -58,6 +66,10 @@ MAX_LEVEL_COUNT = 1024
 MAX_PROCESSES_PER_LEVEL = 1_000_000
 """The most thresholds one level may hold (as many as processes, bounded like them)."""
 
+MAX_TAKEN = 1 << 24
+"""The most `taken` positions a frontier read from a state may hold (a bound on untrusted
+input: elements a holding stage delivered ahead of its threshold, a window per process)."""
+
 Level = tuple[int, tuple[int, ...]]
 """`(n, thresholds)`: global `g` is still to be read when `g >= thresholds[g % n]`."""
 
@@ -67,12 +79,14 @@ class Frontier:
     """The consumed positions a reader skips: its shard and the levels of earlier stops.
 
     Position `j` of the reader is global position `index + count * j` (its shard's),
-    and is read only if every level keeps it (see the module docs).
+    and is read only if every level keeps it and `taken` does not list it (see the
+    module docs).
 
     Args:
         index: the reader's shard index.
         count: the reader's shard count.
         levels: `(n, thresholds)` pairs, oldest first, each with `n` thresholds.
+        taken: global positions of the shard consumed one by one, ascending.
 
     Example:
         >>> f = Frontier(1, 2, ((3, (9, 4, 5)),))
@@ -87,6 +101,11 @@ class Frontier:
     index: int
     count: int
     levels: tuple[Level, ...]
+    taken: tuple[int, ...] = ()
+    _taken: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_taken", np.asarray(self.taken, dtype=np.int64))
 
     def global_position(self, position: int) -> int:
         """The global position of the reader's `position`."""
@@ -94,6 +113,10 @@ class Frontier:
 
     def keeps(self, global_position: int) -> bool:
         """Whether `global_position` is still to be read."""
+        if self.taken:
+            at = bisect.bisect_left(self.taken, global_position)
+            if at < len(self.taken) and self.taken[at] == global_position:
+                return False
         return all(global_position >= t[global_position % n] for n, t in self.levels)
 
     def kept(self, positions: PositionArray) -> np.ndarray:
@@ -102,6 +125,8 @@ class Frontier:
         mask = np.ones(g.shape, dtype=bool)
         for n, thresholds in self.levels:
             mask &= g >= np.asarray(thresholds, dtype=np.int64)[g % n]
+        if self.taken:
+            mask &= ~np.isin(g, self._taken)
         return mask
 
     def skip_kept(self, position: int, count: int) -> int:
@@ -125,34 +150,42 @@ class Frontier:
         """The frontier a reader at `position` still needs: levels ahead of it (None: none)."""
         g = self.global_position(position)
         levels = tuple(level for level in self.levels if max(level[1]) > g)
-        if not levels:
+        taken = self.taken
+        if taken and taken[0] < g:
+            taken = tuple(self._taken[np.searchsorted(self._taken, g) :].tolist())
+        if not levels and not taken:
             return None
-        return self if levels == self.levels else Frontier(self.index, self.count, levels)
+        if levels == self.levels and taken is self.taken:
+            return self
+        return Frontier(self.index, self.count, levels, taken)
 
     def to_json(self) -> dict[str, Any]:
-        """The frontier as JSON, as a state holds it."""
-        return {
+        """The frontier as JSON, as a state holds it (`taken` only when it lists any)."""
+        value: dict[str, Any] = {
             "shard": [self.index, self.count],
             "levels": [[n, list(thresholds)] for n, thresholds in self.levels],
         }
+        if self.taken:
+            value["taken"] = list(self.taken)
+        return value
 
     @classmethod
     def from_json(cls, value: object, owner: str) -> Frontier:
         """Reads what `to_json` wrote, or raises `InvalidStateError` naming what is wrong.
 
         Example:
-            >>> Frontier.from_json({"shard": [0, 2], "levels": [[1, [4]]]}, "reader")
-            Frontier(index=0, count=2, levels=((1, (4,)),))
+            >>> Frontier.from_json({"shard": [0, 2], "levels": [[1, [4]]], "taken": [6]}, "reader")
+            Frontier(index=0, count=2, levels=((1, (4,)),), taken=(6,))
             >>> try:
             ...     Frontier.from_json({"shard": [0, 2], "levels": [[2, [4]]]}, "reader")
             ... except InvalidStateError as error:
             ...     print(error)
             reader: the frontier's level 0 has 1 thresholds, not the 2 it names.
         """
-        if not isinstance(value, Mapping) or set(value) != {"shard", "levels"}:
+        if not isinstance(value, Mapping) or not {"shard", "levels"} <= set(value) <= _KEYS:
             raise InvalidStateError(
-                f"{owner}: a frontier is a dict with the keys 'shard' and 'levels', got "
-                f"{value!r:.200}."
+                f"{owner}: a frontier is a dict with the keys 'shard' and 'levels' (and "
+                f"optionally 'taken'), got {value!r:.200}."
             )
         shard, levels = value["shard"], value["levels"]
         if not _ints(shard, 2) or not 0 <= shard[0] < shard[1]:
@@ -168,7 +201,27 @@ class Frontier:
         read: list[Level] = []
         for number, level in enumerate(levels):
             read.append(_level(level, number, owner))
-        return cls(int(shard[0]), int(shard[1]), tuple(read))
+        taken = _taken(value.get("taken", []), shard[0], shard[1], owner)
+        return cls(int(shard[0]), int(shard[1]), tuple(read), taken)
+
+
+_KEYS = {"shard", "levels", "taken"}
+
+
+def _taken(value: object, index: int, count: int, owner: str) -> tuple[int, ...]:
+    """A frontier's `taken`: ascending global positions of shard `index` of `count`."""
+    if not _ints(value) or len(value) > MAX_TAKEN:  # type: ignore[arg-type]
+        raise InvalidStateError(
+            f"{owner}: the frontier's taken positions are a list of at most {MAX_TAKEN:,} ints "
+            f">= 0, got {value!r:.200}."
+        )
+    taken = np.asarray(value, dtype=np.int64)
+    if len(taken) and (np.any(np.diff(taken) <= 0) or np.any(taken % count != index)):
+        raise InvalidStateError(
+            f"{owner}: the frontier's taken positions must ascend, each of shard {index} of "
+            f"{count} (position % {count} == {index}), got {value!r:.200}."
+        )
+    return tuple(taken.tolist())
 
 
 def _ints(value: object, length: int | None = None) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from chute_core import (
     CheckpointableIterator,
@@ -17,8 +17,12 @@ from chute_core.internal import check_int, check_seed, state_dict, state_int
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
 from ._permutation import Permutation
+from ._window_states import span_positions, window_span
 
 __all__ = ["WINDOW_SHUFFLE", "WindowShuffleIter"]
+
+_UNSPANNED: list[Any] = []
+"""`WindowShuffleIter._span` of a window read whose positions no state needed yet."""
 
 T = TypeVar("T")
 
@@ -29,7 +33,8 @@ class WindowShuffleIter(IterNode[T]):
     Window `w` is permuted by `Permutation(len(window), seed, epoch=w)` (the last window
     may be shorter), so the output is a pure function of the parent's stream and the
     seed. The state does **not** hold the window's elements: it is the parent's state at
-    the start of the current window, the window's number and the offset in it. Restoring
+    the start of the current window, the window's number and the offset in it (inside a
+    window also its positions, for resharding: see `_window_states`). Restoring
     re-reads the window from the parent, so it costs up to `window_size` parent elements
     (their reading and any work the parent does on them) and `window_size` elements of
     memory, as the window itself does. An element keeps the `origin` it had in the
@@ -62,6 +67,10 @@ class WindowShuffleIter(IterNode[T]):
         self._origins: list[tuple[int, ...] | None] = []  # Of the window's elements.
         self._order: list[int] = []
         self._origin: tuple[int, ...] | None = None  # Of the element last returned.
+        # The window's positions (`_window_states`): from the state restored until the
+        # window is read again, then worked out when a state first needs them
+        # (`_UNSPANNED` until then); None: its elements have no one-int origins.
+        self._span: list[Any] | None = None
 
     @property
     def origin(self) -> tuple[int, ...] | None:
@@ -87,7 +96,13 @@ class WindowShuffleIter(IterNode[T]):
                 f"WindowShuffleIter: the state's offset {self._offset} is past the end of its "
                 f"window ({len(window)} elements); the state belongs to another pipeline."
             )
-        self._window, self._origins = window, origins
+        if self._span is not None and window_span(origins) != self._span:
+            raise InvalidStateError(
+                f"WindowShuffleIter: the state's window holds the positions {self._span!r:.80}, "
+                f"but reading it again gave {window_span(origins)!r:.80}; the state belongs to "
+                "another pipeline."
+            )
+        self._window, self._origins, self._span = window, origins, _UNSPANNED
         perm = Permutation(len(window), self._seed, self._window_index)
         self._order = perm.take(range(len(window))).tolist()
 
@@ -98,7 +113,7 @@ class WindowShuffleIter(IterNode[T]):
         if self._offset == len(self._window):
             if len(self._window) < self._window_size:
                 raise StopIteration  # The parent ended inside this window.
-            self._window_start, self._window = None, None
+            self._window_start, self._window, self._span = None, None, None
             self._window_index += 1
             self._offset = 0
             return next(self)
@@ -113,14 +128,20 @@ class WindowShuffleIter(IterNode[T]):
             # Between windows: the next window starts at the parent's position.
             index = self._window_index + (1 if self._window_start is not None else 0)
             return {"window_start": self._parent.get_state(), "window": index, "offset": 0}
-        return {
+        state: IteratorState = {
             "window_start": self._window_start,
             "window": self._window_index,
             "offset": self._offset,
         }
+        if self._offset:  # What resharding needs (see above), once per window.
+            if self._span is _UNSPANNED:
+                self._span = window_span(self._origins)
+            if self._span is not None:
+                state["span"] = list(self._span)
+        return state
 
     def set_state(self, state: IteratorState, /) -> None:
-        checked = state_dict(self, state, ("window_start", "window", "offset"))
+        checked = state_dict(self, state, ("window_start", "window", "offset"), ("span",))
         # No stream reaches window sys.maxsize // window_size: its elements are counted.
         most = sys.maxsize // self._window_size
         window_index = state_int(self, checked, "window", maximum=most)
@@ -131,9 +152,13 @@ class WindowShuffleIter(IterNode[T]):
                 f"{self!r}: state['window_start'] must be the parent's state (a dict), got "
                 f"{start!r}."
             )
+        span = checked.get("span")
+        if span is not None:
+            span_positions(span, repr(self))  # Checked now: a damaged state moves nothing.
         self._parent.set_state(start)
         self._window_start, self._window_index, self._offset = start, window_index, offset
         self._window, self._origins, self._origin = None, [], None
+        self._span = list(span) if isinstance(span, list) else None
 
     def __repr__(self) -> str:
         return (
@@ -144,7 +169,7 @@ class WindowShuffleIter(IterNode[T]):
 
 WINDOW_SHUFFLE = declare_op(
     "window_shuffle",
-    StageTraits(random=True),
+    StageTraits(random=True, holds=True),
     iter_node=WindowShuffleIter,
 )
 """The op's declaration (see `chute_core.declare_op`)."""

@@ -10,6 +10,9 @@ import-linter contract forbids `chute_samplers._x` from outside).
   `level_of`, `watermark`, `is_watermark`): the positions a resharded reader skips
   because other processes consumed them before the reshard.
 - `MIX_STATES`: the layout of a mixture's state, for resharding each component.
+- `WINDOW_STATES`: the layout of a window shuffle's state, and the positions its current
+  window yielded, for resharding; `window_span` and `span_positions` write and read the
+  positions of the elements a stage holds, as its state names them.
 - `consecutive`: whether an array of positions is one run `p, p + 1, ...`.
 - `origin_key`: the key a record's own random generator derives from its origin.
 - `RNG_OP`: the salt of the per-record generator `record_rng` gives a random map.
@@ -36,12 +39,14 @@ from ._mix_iter import MIX_STATES
 from ._node import consecutive
 from ._positions import READER_POSITIONS
 from ._span import Span, read_span, reader_name
+from ._window_states import WINDOW_STATES, span_positions, window_span
 
 __all__ = [
     "FRONTIER",
     "MIX_STATES",
     "READER_POSITIONS",
     "RNG_OP",
+    "WINDOW_STATES",
     "Frontier",
     "SkipConsumed",
     "Span",
@@ -53,5 +58,7 @@ __all__ = [
     "read_span",
     "reader_name",
     "reader_state",
+    "span_positions",
     "watermark",
+    "window_span",
 ]

@@ -16,6 +16,7 @@ import numpy.typing as npt
 from chute_core import CheckpointableIterator, InvalidStateError, IteratorState
 from chute_core.internal import state_dict, state_int, state_int_lists, state_parent
 from chute_samplers import IterNode
+from chute_samplers.internal import span_positions, window_span
 
 from ._packing import (
     PackedRow,
@@ -56,10 +57,12 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
 
     State: `{"parent": <parent state before the oldest element still in an open row>,
     "read": <elements read since>, "bins": [[offsets of the elements of each open row,
-    from that element], ...]}`. No tokens: restoring re-reads those `read` elements
-    (lazily, at the next `next()`) and puts them back in their rows; elements already
-    emitted are skipped. The state holds about one int per element in open rows. It
-    costs one `parent.get_state()` call per element read. Not thread-safe.
+    from that element], ...]}`, and the positions of those `read` elements (`span`, as
+    a window shuffle writes it, when they have one-int origins: what resharding needs
+    to skip the ones already emitted). No tokens: restoring re-reads those `read`
+    elements (lazily, at the next `next()`) and puts them back in their rows; elements
+    already emitted are skipped. The state holds about one int per element in open
+    rows. It costs one `parent.get_state()` call per element read. Not thread-safe.
 
     `tokens_emitted`, `slots_emitted` and `padding_fraction` count the rows returned
     (see `PaddingCounts`).
@@ -104,9 +107,12 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
         self._count = 0  # Elements read so far (numbers the elements, from any base).
         self._exhausted = False
         self._check_full = False
-        # A restored position whose replay is pending: (parent state, read, bins).
-        self._restore: tuple[IteratorState, int, list[list[int]]] | None = None
+        # A restored position whose replay is pending: (parent state, read, bins, span).
+        self._restore: tuple[IteratorState, int, list[list[int]], Any] | None = None
         self._origin: tuple[int, ...] | None = None  # Of the row last returned.
+        # The origins of the elements read from element number `_seen_base` on.
+        self._seen: list[tuple[int, ...] | None] = []
+        self._seen_base = 0
 
     @property
     def origin(self) -> tuple[int, ...] | None:
@@ -140,6 +146,8 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
                 if self._bins:
                     return self._emit(0)
                 raise StopIteration
+            if len(self._seen) > 2 * len(self._bins) + 64:  # Every element read is placed.
+                self._forget()
             anchor = self._parent.get_state()
             try:
                 element = next(self._parent)
@@ -148,6 +156,7 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
                 continue
             origin = getattr(self._parent, "origin", None)
             arrays, need = self._prepare(element, anchor)
+            self._seen.append(origin)
             if not any(need):  # No tokens in any key: nothing to pack.
                 continue
             slot = self._choose(need)
@@ -217,6 +226,15 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
         self._bins.append(_Bin(anchor, origin, [self._count - 1], pieces, free))
         self._check_full = True
 
+    def _forget(self) -> None:
+        """Drops the origins of the elements before the oldest one in an open row.
+
+        Called between elements (each read is in a row, emitted or without tokens).
+        """
+        base = self._bins[0].indices[0] if self._bins else self._count
+        del self._seen[: base - self._seen_base]
+        self._seen_base = base
+
     def _emit(self, slot: int) -> PackedRow:
         done = self._bins.pop(slot)
         self._origin = done.origin
@@ -227,16 +245,25 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
     def get_state(self) -> IteratorState:
         """Returns the position (see the class documentation); no tokens in it."""
         if self._restore is not None:
-            parent, read, bins = self._restore
-            return {"parent": parent, "read": read, "bins": [list(b) for b in bins]}
-        if not self._bins:
+            parent, read, bins, span = self._restore
+            state: IteratorState = {
+                "parent": parent,
+                "read": read,
+                "bins": [list(b) for b in bins],
+            }
+        elif not self._bins:
             return {"parent": self._parent.get_state(), "read": 0, "bins": []}
-        base = self._bins[0].indices[0]
-        return {
-            "parent": self._bins[0].anchor,
-            "read": self._count - base,
-            "bins": [[i - base for i in b.indices] for b in self._bins],
-        }
+        else:
+            base = self._bins[0].indices[0]
+            state = {
+                "parent": self._bins[0].anchor,
+                "read": self._count - base,
+                "bins": [[i - base for i in b.indices] for b in self._bins],
+            }
+            span = window_span(self._seen[base - self._seen_base :])
+        if span is not None:
+            state["span"] = span
+        return state
 
     def set_state(self, state: IteratorState, /) -> None:
         """Moves to the position `state` (from `get_state`) names.
@@ -248,8 +275,14 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
                 `num_packing_bins` rows of at most `max_sequences_per_bin` elements),
                 or (at the next `next()`) does not match the parent's data.
         """
-        checked = state_dict(self, state, ("parent", "read", "bins"))
+        checked = state_dict(self, state, ("parent", "read", "bins"), ("span",))
         read = state_int(self, checked, "read")
+        span = checked.get("span")
+        if span is not None and len(span_positions(span, repr(self))) != read:
+            raise InvalidStateError(
+                f"{self!r}: state['span'] = {span!r:.80} names other than the {read} elements "
+                "read since the state's position; the state is damaged."
+            )
         bins = state_int_lists(self, checked, "bins")
         flat = [i for b in bins for i in b]
         most = self._max_sequences
@@ -271,7 +304,7 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
         self._parent.set_state(parent)
         self._reset()
         if read:
-            self._restore = (parent, read, bins)
+            self._restore = (parent, read, bins, span)
 
     def _replay(self) -> None:
         """Re-reads the elements of the pending restore and puts them back in their rows.
@@ -281,10 +314,16 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
         """
         assert self._restore is not None
         restore = self._restore
-        parent, read, bins = restore
+        parent, read, bins, span = restore
         self._restore = None
         try:
             self._replay_elements(read, bins)
+            if span is not None and window_span(self._seen) != span:
+                raise InvalidStateError(
+                    f"{self!r}: the state's elements are at the positions {span!r:.80}, but "
+                    f"reading them again gave {window_span(self._seen)!r:.80}; the state "
+                    "belongs to another pipeline."
+                )
         except BaseException:
             self._parent.set_state(parent)
             self._reset()
@@ -305,6 +344,7 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
                 ) from None
             origin = getattr(self._parent, "origin", None)
             arrays, need = self._prepare(element, anchor)
+            self._seen.append(origin)
             slot = slots.get(offset)
             if slot is not None and not any(need):
                 raise InvalidStateError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
@@ -22,6 +23,7 @@ from ._packing import (
     output_keys,
     read_sequences,
 )
+from ._state import position_counts
 
 __all__ = ["ConcatSplitIter"]
 
@@ -34,7 +36,13 @@ class _Piece:
     origin: tuple[int, ...] | None  # The element's origin in the parent.
     arrays: list[npt.NDArray[Any]]  # One 1-D array per key, all of length `size`.
     size: int
-    offset: int = 0  # Tokens already emitted.
+    offset: int = 0  # Tokens already emitted (or dropped: see `dropped`).
+    dropped: int = 0  # Tokens another process emitted (a resharded state's `drop`).
+
+    @property
+    def position(self) -> int | None:
+        """The element's position: its one-int origin (None without one)."""
+        return self.origin[0] if self.origin is not None and len(self.origin) == 1 else None
 
 
 class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
@@ -53,10 +61,12 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
     `k`, `k_segment_ids`, `k_positions` per key `k` (see `FirstFitPackIter`).
 
     State: `{"parent": <parent state before the oldest element with tokens not yet
-    emitted>, "skip": <its tokens already emitted>, "read": <elements read since>}`.
-    Restoring re-reads those `read` elements (lazily, at the next `next()`; less than
-    one row of tokens plus one element). It costs one `parent.get_state()` call per
-    element read. Not thread-safe.
+    emitted>, "skip": <its tokens already emitted>, "read": <elements read since>}`,
+    with that element's position (`at`) when `skip` > 0; a state that resharding wrote
+    may add `drop`: `[position, tokens]` of elements whose first tokens another process
+    emitted (see `_pack_states`). Restoring re-reads those `read` elements (lazily, at
+    the next `next()`; less than one row of tokens plus one element). It costs one
+    `parent.get_state()` call per element read. Not thread-safe.
 
     The `origin` of a row is the origin of the first element with tokens in it (which
     may have begun in the row before). `padding_fraction` (with `tokens_emitted` and
@@ -120,7 +130,9 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
         self._pieces: deque[_Piece] = deque()
         self._pending = 0  # Tokens held, not yet emitted.
         self._exhausted = False
-        self._restore: tuple[IteratorState, int, int] | None = None  # (parent, skip, read)
+        # (parent, skip, read, at, drops) of a restore whose replay is pending.
+        self._restore: tuple[IteratorState, int, int, Any, dict[int, int]] | None = None
+        self._drops: dict[int, int] = {}  # Position -> tokens another process emitted.
         self._origin: tuple[int, ...] | None = None  # Of the row last returned.
 
     @property
@@ -216,19 +228,52 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
             self._parent.set_state(anchor)  # The element stays unread: state consistent.
             raise
         size = sizes.pop()
-        self._pieces.append(_Piece(anchor, origin, arrays, size))
-        self._pending += size
+        piece = _Piece(anchor, origin, arrays, size)
+        if self._drops:  # Only in a resharded state: what another process emitted.
+            self._drop_emitted(piece)
+        self._pieces.append(piece)
+        self._pending += size - piece.offset
         return True
+
+    def _drop_emitted(self, piece: _Piece) -> None:
+        """Marks the tokens of `piece` its `drop` entry names as emitted (used up)."""
+        if piece.position is None:
+            raise InvalidStateError(
+                f"{self!r}: the state lists tokens to drop by position, but the element has "
+                f"no one-int origin ({piece.origin}); the state belongs to another pipeline."
+            )
+        tokens = self._drops.pop(piece.position, 0)
+        if not tokens:
+            return
+        if tokens >= piece.size:
+            raise InvalidStateError(
+                f"{self!r}: the state says {tokens} tokens of position {piece.position} were "
+                f"emitted elsewhere, but it has {piece.size}; the state belongs to another "
+                "pipeline."
+            )
+        piece.offset = piece.dropped = tokens
 
     def get_state(self) -> IteratorState:
         """Returns the position (see the class documentation); no tokens in it."""
+        drops = self._drops
         if self._restore is not None:
-            parent, skip, read = self._restore
-            return {"parent": parent, "skip": skip, "read": read}
-        if not self._pieces:
-            return {"parent": self._parent.get_state(), "skip": 0, "read": 0}
-        first = self._pieces[0]
-        return {"parent": first.anchor, "skip": first.offset, "read": len(self._pieces)}
+            parent, skip, read, at, drops = self._restore
+            state: IteratorState = {"parent": parent, "skip": skip, "read": read}
+            if at is not None:
+                state["at"] = at
+        elif not self._pieces:
+            state = {"parent": self._parent.get_state(), "skip": 0, "read": 0}
+        else:
+            first = self._pieces[0]
+            state = {"parent": first.anchor, "skip": first.offset, "read": len(self._pieces)}
+            if first.offset and first.position is not None:  # What resharding needs.
+                state["at"] = first.position
+            held = [p for p in itertools.islice(self._pieces, 1, None) if p.dropped]
+            if held:  # Restored, they are read again and drop as much again.
+                drops = {**drops, **{p.position: p.dropped for p in held}}  # type: ignore[misc]
+        if drops:
+            state["drop"] = [[p, n] for p, n in sorted(drops.items())]
+        return state
 
     def set_state(self, state: IteratorState, /) -> None:
         """Moves to the position `state` (from `get_state`) names.
@@ -239,22 +284,29 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
             InvalidStateError: `state` is not a state of a `ConcatSplitIter`, or (at
                 the next `next()`) does not match the parent's data.
         """
-        checked = state_dict(self, state, ("parent", "skip", "read"))
+        checked = state_dict(self, state, ("parent", "skip", "read"), ("at", "drop"))
         skip, read = state_int(self, checked, "skip"), state_int(self, checked, "read")
         if skip and not read:
             raise InvalidStateError(f"{self!r}: state skips {skip} tokens of no element.")
+        at = checked.get("at")
+        if at is not None:
+            state_int(self, checked, "at")
+        drops = position_counts(self, checked.get("drop", []), "drop", "tokens")
         parent = state_parent(self, checked)
         self._parent.set_state(parent)
         self._reset()
         if read:
-            self._restore = (parent, skip, read)
+            self._restore = (parent, skip, read, at, drops)
+        else:
+            self._drops = drops
 
     def _replay(self) -> None:
         """Re-reads the elements of the pending restore; on error, stays restorable."""
         assert self._restore is not None
         restore = self._restore
-        parent, skip, read = restore
+        parent, skip, read, at, drops = restore
         self._restore = None
+        self._drops = dict(drops)
         try:
             for offset in range(read):
                 if not self._read():
@@ -268,10 +320,16 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
                     f"{self!r}: the state skips {skip} tokens of an element of "
                     f"{first.size}. Was it saved with other data?"
                 )
+            if at is not None and at != first.position:
+                raise InvalidStateError(
+                    f"{self!r}: state['at'] = {at} names the element the skipped tokens are "
+                    f"of, but the element there is at {first.position}; the state belongs to "
+                    "another pipeline."
+                )
         except BaseException:
             self._parent.set_state(parent)
             self._reset()
             self._restore = restore
             raise
+        self._pending -= skip - first.offset  # Less any tokens its `drop` entry dropped.
         first.offset = skip
-        self._pending -= skip

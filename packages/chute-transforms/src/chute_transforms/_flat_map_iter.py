@@ -29,14 +29,11 @@ from ._adapters import as_flat_map_fn
 from ._iter_ops import _StreamOp
 from ._map_structure_ops import FlatMapMap
 from ._origins import child_origin
+from ._state import position_counts
 
-__all__ = ["FLAT_MAP", "MAX_SKIPS", "FlatMapIter"]
+__all__ = ["FLAT_MAP", "FlatMapIter"]
 
 U = TypeVar("U")
-
-MAX_SKIPS = 1_000_000
-"""The most `skip` entries a state may hold (a bound on untrusted input: one per process
-of the reshards whose elements are still ahead)."""
 
 _LOOK = object()
 """`FlatMapIter._at` before the current element's position was looked up."""
@@ -127,10 +124,11 @@ class FlatMapIter(_StreamOp[U]):
                 "pipeline."
             )
         position = origin[0]
-        for passed in [p for p in self._skips if p < position]:
-            del self._skips[passed]  # Behind the reader: this process never reads it.
-        dropped = self._skips.get(position, 0)
+        # Used up once applied (`get_state` adds it back inside the element). Not pruned
+        # by position: a window shuffle before yields positions out of order.
+        dropped = self._skips.pop(position, 0)
         if dropped > count:
+            self._skips[position] = dropped
             raise InvalidStateError(
                 f"{self!r}: the state says {dropped} outputs of position {position} were "
                 f"delivered elsewhere, but it has {count}; the state belongs to another "
@@ -142,20 +140,18 @@ class FlatMapIter(_StreamOp[U]):
         state: IteratorState
         if self._offset >= len(self._outputs):  # Between elements: no replay needed.
             state = {"parent": self._parent.get_state(), "index": self._index, "offset": 0}
-            skips = {p: n for p, n in self._skips.items() if p != self._current()}
+            skips = self._skips
         else:
             state = {"parent": self._start, "index": self._index - 1, "offset": self._offset}
             at = self._current_position()
             if at is not None:  # Whose outputs these are.
                 state["at"] = at
             skips = self._skips
+            if self._dropped and at is not None:  # Restored, the element drops them again.
+                skips = {**skips, at: self._dropped}
         if skips:
             state["skip"] = [[p, n] for p, n in sorted(skips.items())]
         return state
-
-    def _current(self) -> int | None:
-        """The position of the element last read, when an entry of `skip` applied to it."""
-        return self._current_position() if self._dropped else None
 
     def _current_position(self) -> int | None:
         """The current element's position, looked up once (the parent has not moved)."""
@@ -188,7 +184,7 @@ class FlatMapIter(_StreamOp[U]):
         most = sys.maxsize if fan_out is None else fan_out - 1
         offset = state_int(self, checked, "offset", maximum=most)
         parent = state_parent(self, checked)
-        skips = _skip_entries(self, checked.get("skip", []))
+        skips = position_counts(self, checked.get("skip", []), "skip", "outputs")
         if not offset:
             self._parent.set_state(parent)
             self._index, self._outputs, self._offset = index, [], 0
@@ -247,29 +243,6 @@ def _checked(owner: object, state: object) -> IteratorState:
             f"missing {missing}, unknown {unknown}. Was it saved by another iterator?"
         )
     return state
-
-
-def _skip_entries(owner: object, value: object) -> dict[int, int]:
-    """`skip` as {position: outputs}: at most `MAX_SKIPS` pairs of ints, positions unique."""
-    entries: dict[int, int] = {}
-    if isinstance(value, list) and len(value) <= MAX_SKIPS:
-        for entry in value:
-            if not (
-                isinstance(entry, list)
-                and len(entry) == 2
-                and all(type(x) is int for x in entry)
-                and 0 <= entry[0] <= sys.maxsize
-                and 1 <= entry[1] <= sys.maxsize
-                and entry[0] not in entries
-            ):
-                break
-            entries[entry[0]] = entry[1]
-        else:
-            return entries
-    raise InvalidStateError(
-        f"{owner!r}: state['skip'] must list at most {MAX_SKIPS:,} [position, outputs] pairs "
-        f"(ints, position >= 0 and each once, outputs >= 1), got {value!r:.200}."
-    )
 
 
 FLAT_MAP = declare_op(

@@ -180,5 +180,10 @@ def _arange(length: int) -> npt.NDArray[np.int32]:
     return counting
 
 
-PACK = declare_op("pack", StageTraits())
+PACK = declare_op(
+    "pack",
+    # It holds the elements of its open rows (see `_pack_states`), and each row merges
+    # several elements, so later stages see rows, not positions.
+    StageTraits(holds=True, merges=True),
+)
 """The op's declaration (see `chute_core.declare_op`)."""

@@ -13,10 +13,17 @@ processes share the failure count (`failures`, `with_failures`).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["PARENT_STATES", "ParentStates"]
+from chute_core import InvalidStateError
+
+__all__ = ["MAX_SKIPS", "PARENT_STATES", "ParentStates", "position_counts"]
+
+MAX_SKIPS = 1_000_000
+"""The most entries a `skip` or `drop` list may hold (a bound on untrusted input: one per
+process of the reshards whose elements are still ahead)."""
 
 _PARENT = "parent"
 _INDEX = "index"
@@ -133,3 +140,36 @@ class ParentStates:
 
 
 PARENT_STATES = ParentStates()
+
+
+def position_counts(owner: object, value: object, key: str, unit: str) -> dict[int, int]:
+    """A state's `[[position, count], ...]` list as {position: count}, checked.
+
+    At most `MAX_SKIPS` pairs of ints, each position once and >= 0, each count >= 1.
+
+    Raises:
+        InvalidStateError: anything else (the message names `key` and `unit`).
+
+    Example:
+        >>> position_counts("it", [[4, 2], [9, 1]], "skip", "outputs")
+        {4: 2, 9: 1}
+    """
+    entries: dict[int, int] = {}
+    if isinstance(value, list) and len(value) <= MAX_SKIPS:
+        for entry in value:
+            if not (
+                isinstance(entry, list)
+                and len(entry) == 2
+                and all(type(x) is int for x in entry)
+                and 0 <= entry[0] <= sys.maxsize
+                and 1 <= entry[1] <= sys.maxsize
+                and entry[0] not in entries
+            ):
+                break
+            entries[entry[0]] = entry[1]
+        else:
+            return entries
+    raise InvalidStateError(
+        f"{owner!r}: state[{key!r}] must list at most {MAX_SKIPS:,} [position, {unit}] pairs "
+        f"(ints, position >= 0 and each once, {unit} >= 1), got {value!r:.200}."
+    )

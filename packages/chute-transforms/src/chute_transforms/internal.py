@@ -6,6 +6,8 @@ Stable between chute's own packages of one release; may change between releases.
   the caller provides (a worker's shared-memory slab), not into fresh arrays.
 - `check_key_kind`: the check of a random map's `key` ("position" or "record"), for
   the fluent API to refuse a bad one when the stage is declared.
+- `PARENT_STATES` and `PACK_STATES`: the layouts of the stream ops' states around their
+  parent's, for resharding (see `_state` and `_pack_states`).
 
 Example:
     >>> import numpy as np
@@ -20,7 +22,8 @@ Example:
 """
 
 from ._batch import Allocate, stacking_into
+from ._pack_states import PACK_STATES
 from ._record_rng import check_key_kind
 from ._state import PARENT_STATES
 
-__all__ = ["Allocate", "PARENT_STATES", "check_key_kind", "stacking_into"]
+__all__ = ["PACK_STATES", "PARENT_STATES", "Allocate", "check_key_kind", "stacking_into"]

@@ -1,0 +1,159 @@
+"""A window shuffle's state as resharding reads it: where its window began, what it gave.
+
+`WindowShuffleIter`'s state is its parent's state at the start of the current window
+(`window_start`), the window's number (`window`) and how many of its elements it
+yielded (`offset`). Inside a window it also names the window's positions (`span`: the
+parent's one-int origins of its elements, in the order they were read):
+
+- `[first, count]`: the positions `first, first + 1, ..., first + count - 1`;
+- `[first, count, mask]`: `count` positions from `first` on, those whose bit is set in
+  `mask` (base64 of the bits over `first, first + 1, ...`, little-endian bit order),
+  when a filter before the shuffle left gaps.
+
+Resharded, the process's position is its parent's at the window's start, so the window
+goes back to be read; the elements it already yielded, the first `offset` of the
+window's permutation (`WINDOW_STATES.taken`), are skipped by whichever new process
+reads their positions (a `Frontier`'s `taken`). A state so holds two ints and at most a
+window's bits beyond what it held before.
+
+Example:
+    >>> window_span([(4,), (5,), (6,)]), window_span([(4,), (6,)])
+    ([4, 3], [4, 2, 'BQ=='])
+    >>> span_positions([4, 2, "BQ=="], "state").tolist()
+    [4, 6]
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from chute_core import InvalidStateError
+
+from ._permutation import Permutation
+
+__all__ = ["MAX_SPAN_BITS", "WINDOW_STATES", "WindowStates", "span_positions", "window_span"]
+
+MAX_SPAN_BITS = 1 << 30
+"""The most positions a window's `span` may cover (a bound on untrusted input)."""
+
+_START, _WINDOW, _OFFSET, _SPAN = "window_start", "window", "offset", "span"
+_KEYS = {_START, _WINDOW, _OFFSET, _SPAN}
+
+
+def window_span(origins: Sequence[tuple[int, ...] | None]) -> list[Any] | None:
+    """The `span` of a window whose elements had `origins` (None: not all one-int)."""
+    positions: list[int] = []
+    for origin in origins:
+        if origin is None or len(origin) != 1:
+            return None
+        positions.append(origin[0])
+    if not positions:
+        return [0, 0]
+    first, count = positions[0], len(positions)
+    if positions[-1] - first + 1 == count:
+        return [first, count]
+    at = np.asarray(positions, dtype=np.int64) - first
+    if np.any(np.diff(at) <= 0):
+        return None  # Not ascending: positions of no one shard read in order.
+    bits = np.zeros(int(at[-1]) + 1, dtype=bool)
+    bits[at] = True
+    return [first, count, base64.b64encode(np.packbits(bits, bitorder="little").tobytes()).decode()]
+
+
+def span_positions(span: object, owner: str) -> np.ndarray:
+    """The positions a `span` names, ascending; raises `InvalidStateError` if damaged."""
+    if (
+        isinstance(span, list)
+        and len(span) in (2, 3)
+        and all(type(x) is int and 0 <= x <= sys.maxsize for x in span[:2])
+    ):
+        first, count = span[0], span[1]
+        if len(span) == 2 and count <= MAX_SPAN_BITS:
+            return np.arange(first, first + count, dtype=np.int64)
+        mask = span[2] if len(span) == 3 else None
+        if isinstance(mask, str) and len(mask) <= MAX_SPAN_BITS // 6:
+            try:
+                raw = base64.b64decode(mask, validate=True)
+            except (binascii.Error, ValueError):
+                raw = None
+            if raw is not None:
+                at = np.flatnonzero(np.unpackbits(np.frombuffer(raw, np.uint8), bitorder="little"))
+                if len(at) == count:
+                    positions: np.ndarray = at.astype(np.int64) + first
+                    return positions
+    raise InvalidStateError(
+        f"{owner}: state['span'] is [first, count] or [first, count, mask] (ints >= 0, mask "
+        f"the base64 of count set bits), got {span!r:.200}."
+    )
+
+
+class WindowStates:
+    """`chute_core.WrapperLayout` of a window shuffle's state, and what its window gave.
+
+    Example:
+        >>> state = {"window_start": {"position": 8}, "window": 2, "offset": 2, "span": [8, 4]}
+        >>> WINDOW_STATES.inner(state)
+        {'position': 8}
+        >>> WINDOW_STATES.rebuild(state, {"position": 3}, (2, 3))
+        {'window_start': {'position': 3}, 'window': 2, 'offset': 0}
+        >>> WINDOW_STATES.taken(state, {"window_size": 4, "seed": 0})  # Of 8, 9, 10, 11.
+        [8, 10]
+    """
+
+    def inner(self, state: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The parent's state at the window's start; None if `state` is no window's."""
+        if _START not in state or not set(state) <= _KEYS:
+            return None
+        inner: Mapping[str, Any] = state[_START]
+        return inner
+
+    def rebuild(
+        self, state: Mapping[str, Any], inner: dict[str, Any], scale: tuple[int, int]
+    ) -> dict[str, Any]:
+        """A fresh window from `inner` on (the old window goes back to be read)."""
+        del scale  # The window's number only seeds its permutation.
+        return {_START: inner, _WINDOW: state[_WINDOW], _OFFSET: 0}
+
+    def taken(self, state: Mapping[str, Any], params: Mapping[str, Any]) -> list[int]:
+        """The parent's positions of the window's elements already yielded, ascending.
+
+        `params` are the stage's (`window_size`, `seed`).
+
+        Raises:
+            InvalidStateError: a damaged state, or elements yielded from a window whose
+                positions the state does not name.
+        """
+        offset, window = state.get(_OFFSET), state.get(_WINDOW)
+        if type(offset) is not int or type(window) is not int or offset < 0 or window < 0:
+            raise InvalidStateError(
+                f"a window shuffle's window and offset are ints >= 0, got {window!r:.40} and "
+                f"{offset!r:.40}."
+            )
+        if not offset:
+            return []
+        if _SPAN not in state:
+            raise InvalidStateError(
+                f"the window shuffle stopped inside a window ({offset} elements yielded) whose "
+                "positions its state does not name ('span'): it was saved by a chute too old "
+                "to reshard it, or its elements have no one-int origins; save again at a "
+                "window boundary."
+            )
+        positions = span_positions(state[_SPAN], "a window shuffle")
+        size = params.get("window_size")
+        if not (type(size) is int and offset <= len(positions) <= size):
+            raise InvalidStateError(
+                f"the window shuffle's state has {len(positions)} positions in its window and "
+                f"yielded {offset}, which its window_size {size!r} does not allow."
+            )
+        order = Permutation(len(positions), int(params["seed"]), window).take(range(offset))
+        return sorted(positions[order].tolist())
+
+
+WINDOW_STATES = WindowStates()
+"""The layout of `WindowShuffleIter`'s state (see `WindowStates`)."""
