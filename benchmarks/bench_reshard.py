@@ -5,7 +5,8 @@
 what the others consumed (its frontier) instead of re-reading it; its first batch
 should cost no more than 3 ms over a fresh first batch, as a same-count restore does
 (`track_resharded_restore_minus_fresh_ms`). `StateSize`: the bytes of the largest state
-after ten reshards of a 10^9-record pipeline whose processes never stop together.
+after ten reshards of a 10^9-record pipeline whose processes never stop together (also
+with a window shuffle or packing after the shard).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import statistics
 import tempfile
 import time
 from typing import Any
+
+import numpy as np
 
 import chute
 import chute_checkpoint
@@ -88,26 +91,42 @@ class ResumeAnywhere:
         chute_checkpoint.reshard(self.documents, 3)
 
 
-def _billion(index: int, count: int) -> Any:
-    return chute.MapDataset.range(10**9).shard(index, count).to_iter_dataset()
+def _billion(index: int, count: int, holding: str | None = None) -> Any:
+    ds = chute.MapDataset.range(10**9).shard(index, count).to_iter_dataset()
+    if holding == "window":  # A window of 1,000 over a filtered stream (gaps: a bitmask).
+        return ds.filter(_kept).window_shuffle(1000, seed=5)
+    if holding == "pack":  # 16 open rows of 256 tokens, 1 to 40 tokens per record.
+        return ds.map(_tokens).pack(256, num_packing_bins=16)
+    return ds
 
 
-def largest_state_after_ten_reshards(seed: int = 7) -> int:
+def _kept(x: int) -> bool:
+    return x % 13 != 3  # 13: no shard count of the run (1 to 8) lines up with it.
+
+
+def _tokens(x: int) -> dict[str, Any]:
+    return {"t": np.arange(1 + x % 40, dtype=np.int32)}
+
+
+def largest_state_after_ten_reshards(seed: int = 7, holding: str | None = None) -> int:
     """Bytes of the largest state of 10 reshards of 10^9 records, processes never together.
 
     Each process starts near record 10^8, spread over 5,000 positions; after each
     reshard, each new process reads up to 3,000 records of its own before the next.
+    With `holding`, a window shuffle or a packer after the shard (its elements held go
+    back to be read at a reshard, and the ones it delivered are listed).
     """
     rng = random.Random(seed)
     count = 4
-    iterators = [iter(_billion(index, count)) for index in range(count)]
+    iterators = [iter(_billion(index, count, holding)) for index in range(count)]
     for it in iterators:
-        it.set_state({"position": 10**8 // count + rng.randrange(5000)})
+        start = {"position": 10**8 // count + rng.randrange(5000)}
+        it.set_state(start if holding is None else _holding_state(holding, start))
     largest = 0
     for new in (4, 7, 2, 8, 5, 1, 3, 6, 8, 3):
         documents = [chute_checkpoint.make_document(it, i, count) for i, it in enumerate(iterators)]
         largest = max(largest, *(len(json.dumps(d["state"])) for d in documents))
-        count, iterators = new, [iter(_billion(k, new)) for k in range(new)]
+        count, iterators = new, [iter(_billion(k, new, holding)) for k in range(new)]
         for k, document in enumerate(chute_checkpoint.reshard(documents, new)):
             chute_checkpoint.apply_document(iterators[k], document)
             for _ in range(rng.randrange(3000)):
@@ -115,12 +134,26 @@ def largest_state_after_ten_reshards(seed: int = 7) -> int:
     return max(largest, *(len(json.dumps(it.get_state())) for it in iterators))
 
 
+def _holding_state(holding: str, reader: dict[str, Any]) -> dict[str, Any]:
+    """The state of `_billion(..., holding)` at the reader state `reader`, nothing held."""
+    if holding == "window":
+        return {"window_start": {"parent": reader, "index": 0}, "window": 0, "offset": 0}
+    return {"parent": {"parent": reader, "index": 0}, "read": 0, "bins": []}
+
+
 class StateSize:
-    """The largest state after ten reshards of 10^9 records (bytes of its JSON)."""
+    """The largest state after ten reshards of 10^9 records (bytes of its JSON).
+
+    Also with a window shuffle of 1,000 over a filtered stream, and with 16 open packing
+    rows, after the shard: their states list the positions they delivered past the
+    first element they hold, at most a window (or the open rows) per process.
+    """
 
     timeout = 120
+    params = (None, "window", "pack")
+    param_names = ("holding",)
 
-    def track_largest_state_bytes_after_ten_reshards(self) -> float:
-        return float(largest_state_after_ten_reshards())
+    def track_largest_state_bytes_after_ten_reshards(self, holding: str | None) -> float:
+        return float(largest_state_after_ten_reshards(holding=holding))
 
     track_largest_state_bytes_after_ten_reshards.unit = "bytes"  # type: ignore[attr-defined]

@@ -2,7 +2,6 @@
 to be read, and the elements it already yielded are skipped by their new owners (issue 30)."""
 
 import itertools
-import json
 
 import pytest
 from hypothesis import given, settings
@@ -17,6 +16,7 @@ from chute_checkpoint import (
     reshard,
 )
 from chute_core import InvalidStateError
+from chute_samplers.internal import Frontier
 
 COUNTS = st.integers(1, 8)
 
@@ -81,10 +81,9 @@ def test_a_window_stopped_inside_goes_back_without_what_it_yielded():
     new = reshard(documents, 3)
     # Shard 0 goes back to its window's start (global 0), shard 1 to its second window's
     # (global 9); the 3 elements they yielded past them are skipped where they fall.
-    taken = sorted(head[:2] + head[-1:])
-    frontiers = [json.dumps(d["state"]) for d in new]
-    for g in taken:
-        assert f"{g}" in frontiers[g % 3].split('"taken": [')[1].split("]")[0]
+    taken = [Frontier.from_json(d["state"]["window_start"]["frontier"], "test").taken for d in new]
+    assert sorted(itertools.chain(*taken)) == sorted(head[:2] + head[-1:])
+    assert all(g % 3 == k for k, shard in enumerate(taken) for g in shard)
     news = [iter(_pipeline(k, 3)) for k in range(3)]
     for it, document in zip(news, new, strict=True):
         apply_document(it, document)
@@ -201,14 +200,31 @@ def test_a_span_that_does_not_match_the_window_read_again_is_refused_on_restore(
         next(fresh)
 
 
-@pytest.mark.parametrize("taken", [[4, 2], [3], [-2], "2"])
+@pytest.mark.parametrize(
+    "taken", [[[5, 1], [3, 1]], [[0, 2, "!!"]], [[-2, 1]], [[0, 2, "Bw=="]], "2", []]
+)
 def test_damaged_taken_lists_are_refused(taken):
     olds = [iter(_pipeline(i, 2)) for i in range(2)]
     next(olds[0])
     new = reshard([make_document(it, i, 2) for i, it in enumerate(olds)], 2)
     frontier = new[0]["state"]["window_start"]["frontier"]
-    assert len(frontier["taken"]) == 1  # The element process 0 yielded.
+    assert frontier["taken"][0][1] == 1  # The element process 0 yielded: one run of 1.
     frontier["taken"] = taken
     it = iter(_pipeline(0, 2))
     with pytest.raises(CheckpointFormatError, match="the frontier's taken positions"):
         apply_document(it, new[0])
+
+
+def test_window_shuffles_inside_a_mixture_reshard_per_component():
+    """Each component of a mixture of sharded streams holds its own window."""
+
+    def make(index, count):
+        web = chute.MapDataset.range(0, 80).shard(index, count).to_iter_dataset()
+        code = chute.MapDataset.range(1000, 1090).shard(index, count).to_iter_dataset()
+        code = code.filter(_kept).window_shuffle(5, seed=4)
+        return chute.IterDataset.mix([web.window_shuffle(7, seed=3), code], [2, 1])
+
+    chute.checkpoint.check_reshardable(iter(make(0, 3)))
+    for seed in range(4):
+        run = chute.testing.assert_reshards(make, 3, [2, 5], seed=seed, complete=False)
+        assert run.records > 0

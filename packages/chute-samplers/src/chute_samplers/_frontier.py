@@ -40,6 +40,7 @@ from chute_core import DROPPED, InvalidStateError, RandomAccessDataSource
 from chute_core.internal import state_position
 
 from ._node import EpochArray, MapNode, PositionArray, fetch
+from ._window_states import positions_span, span_positions
 
 __all__ = [
     "FRONTIER",
@@ -103,9 +104,11 @@ class Frontier:
     levels: tuple[Level, ...]
     taken: tuple[int, ...] = ()
     _taken: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
+    _runs: list[Any] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_taken", np.asarray(self.taken, dtype=np.int64))
+        object.__setattr__(self, "_runs", [])  # `taken` as JSON, once asked for.
 
     def global_position(self, position: int) -> int:
         """The global position of the reader's `position`."""
@@ -165,8 +168,10 @@ class Frontier:
             "shard": [self.index, self.count],
             "levels": [[n, list(thresholds)] for n, thresholds in self.levels],
         }
-        if self.taken:
-            value["taken"] = list(self.taken)
+        if self.taken:  # As runs of the shard's positions (see `_taken_runs`).
+            if not self._runs:  # A reader's states ask often: written once.
+                self._runs.extend(_taken_runs((self._taken - self.index) // self.count))
+            value["taken"] = [list(run) for run in self._runs]
         return value
 
     @classmethod
@@ -174,8 +179,9 @@ class Frontier:
         """Reads what `to_json` wrote, or raises `InvalidStateError` naming what is wrong.
 
         Example:
-            >>> Frontier.from_json({"shard": [0, 2], "levels": [[1, [4]]], "taken": [6]}, "reader")
-            Frontier(index=0, count=2, levels=((1, (4,)),), taken=(6,))
+            >>> Frontier.from_json(  # Taken: positions 3 and 5 of shard 0 of 2.
+            ...     {"shard": [0, 2], "levels": [[1, [4]]], "taken": [[3, 2, "BQ=="]]}, "reader")
+            Frontier(index=0, count=2, levels=((1, (4,)),), taken=(6, 10))
             >>> try:
             ...     Frontier.from_json({"shard": [0, 2], "levels": [[2, [4]]]}, "reader")
             ... except InvalidStateError as error:
@@ -201,27 +207,54 @@ class Frontier:
         read: list[Level] = []
         for number, level in enumerate(levels):
             read.append(_level(level, number, owner))
-        taken = _taken(value.get("taken", []), shard[0], shard[1], owner)
+        taken = _taken(value.get("taken"), shard[0], shard[1], owner)
         return cls(int(shard[0]), int(shard[1]), tuple(read), taken)
 
 
 _KEYS = {"shard", "levels", "taken"}
 
 
+_RUN_GAP = 256
+"""A gap of more positions than this between two taken ones starts another run."""
+
+
+def _taken_runs(local: np.ndarray) -> list[Any]:
+    """Ascending positions of a shard as spans (`positions_span`), one per run.
+
+    A run ends where the next position is more than `_RUN_GAP` away, so a bitmask never
+    spans the distance between hosts that stopped far apart.
+
+    Example:
+        >>> _taken_runs(np.array([3, 5, 6, 9000]))
+        [[3, 3, 'DQ=='], [9000, 1]]
+    """
+    cuts = np.flatnonzero(np.diff(local) > _RUN_GAP) + 1
+    return [positions_span(run.tolist()) for run in np.split(local, cuts)]
+
+
 def _taken(value: object, index: int, count: int, owner: str) -> tuple[int, ...]:
-    """A frontier's `taken`: ascending global positions of shard `index` of `count`."""
-    if not _ints(value) or len(value) > MAX_TAKEN:  # type: ignore[arg-type]
+    """A frontier's `taken` (runs of the shard's positions) as global positions."""
+    if value is None:
+        return ()
+    runs: list[np.ndarray] = []
+    if isinstance(value, list) and len(value) <= MAX_TAKEN:
+        try:
+            runs = [span_positions(run, owner) for run in value]
+        except InvalidStateError:
+            runs = []
+    local = np.concatenate(runs) if runs else np.zeros(0, np.int64)
+    if (
+        not runs
+        or len(local) > MAX_TAKEN
+        or np.any(np.diff(local) <= 0)
+        or local[-1] > (sys.maxsize - index) // count
+    ):
         raise InvalidStateError(
-            f"{owner}: the frontier's taken positions are a list of at most {MAX_TAKEN:,} ints "
-            f">= 0, got {value!r:.200}."
+            f"{owner}: the frontier's taken positions are runs of at most {MAX_TAKEN:,} "
+            f"ascending positions of its shard, each [first, count] or [first, count, mask], "
+            f"got {value!r:.200}."
         )
-    taken = np.asarray(value, dtype=np.int64)
-    if len(taken) and (np.any(np.diff(taken) <= 0) or np.any(taken % count != index)):
-        raise InvalidStateError(
-            f"{owner}: the frontier's taken positions must ascend, each of shard {index} of "
-            f"{count} (position % {count} == {index}), got {value!r:.200}."
-        )
-    return tuple(taken.tolist())
+    return tuple((index + count * local).tolist())
 
 
 def _ints(value: object, length: int | None = None) -> bool:

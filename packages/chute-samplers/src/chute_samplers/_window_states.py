@@ -37,7 +37,14 @@ from chute_core import InvalidStateError
 
 from ._permutation import Permutation
 
-__all__ = ["MAX_SPAN_BITS", "WINDOW_STATES", "WindowStates", "span_positions", "window_span"]
+__all__ = [
+    "MAX_SPAN_BITS",
+    "WINDOW_STATES",
+    "WindowStates",
+    "positions_span",
+    "span_positions",
+    "window_span",
+]
 
 MAX_SPAN_BITS = 1 << 30
 """The most positions a window's `span` may cover (a bound on untrusted input)."""
@@ -53,6 +60,16 @@ def window_span(origins: Sequence[tuple[int, ...] | None]) -> list[Any] | None:
         if origin is None or len(origin) != 1:
             return None
         positions.append(origin[0])
+    return positions_span(positions)
+
+
+def positions_span(positions: Sequence[int]) -> list[Any] | None:
+    """Ascending `positions` written as a `span` (None: not ascending).
+
+    Example:
+        >>> positions_span([3, 4, 5]), positions_span([3, 9])
+        ([3, 3], [3, 2, 'QQ=='])
+    """
     if not positions:
         return [0, 0]
     first, count = positions[0], len(positions)
