@@ -107,8 +107,9 @@ def draw_comparison(figures: Figures) -> Figure:
     shown = dict(zip(names, comparison["columns"], strict=False), baseline="no loader (baseline)")
     axes[0].legend(handles.values(), [shown[name] for name in handles], frameon=False)
     figure.suptitle(
-        "chute beside Grain and the PyTorch DataLoader: median of 3 fresh processes each, "
-        f"2 cores ({latest['commit']}, {latest['date']})",
+        "chute beside Grain and the PyTorch DataLoader: median of "
+        f"{latest.get('repeats', 3)} fresh processes each, 2 cores "
+        f"({latest['commit']}, {latest['date']})",
         fontsize=10,
     )
     return figure
