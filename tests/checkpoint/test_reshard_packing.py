@@ -159,8 +159,12 @@ def test_packer_states_stay_small_over_ten_reshards():
             lambda ds: ds.pack(8).window_shuffle(4, seed=0),
             "stage 5 (window_shuffle) follows the shard stage",
         ),
+        (
+            lambda ds: ds.pack(8, method="concat_split").skip_errors(3),
+            "stage 5 (skip_errors) counts the failures of elements that the pack of stage 4",
+        ),
     ],
-    ids=["flat_map_of_rows", "inside_workers", "after_a_window_shuffle", "rows_shuffled"],
+    ids=["flat_map_of_rows", "inside_workers", "after_a_window_shuffle", "rows_shuffled", "budget"],
 )
 def test_packings_that_cannot_continue_elsewhere_are_refused_when_built(tail, stage, refused_alike):
     def make(index, count):

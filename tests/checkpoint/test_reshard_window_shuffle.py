@@ -146,8 +146,13 @@ def test_taken_positions_stay_few_over_ten_reshards():
             "stage 4 (window_shuffle) follows the shard stage",
             "put it before .shard(...)",
         ),
+        (  # The failures of held elements would count again when they are read again.
+            lambda ds: ds.window_shuffle(3, seed=0).skip_errors(5),
+            "stage 4 (skip_errors) counts the failures of elements that the window_shuffle",
+            "put it before window_shuffle(...)",
+        ),
     ],
-    ids=["inside_workers", "two_window_shuffles", "after_a_flat_map", "of_batches"],
+    ids=["inside_workers", "two_window_shuffles", "after_a_flat_map", "of_batches", "budget"],
 )
 def test_window_shuffles_that_cannot_continue_elsewhere_are_refused_when_built(
     tail, stage, reason, refused_alike
@@ -174,7 +179,7 @@ def test_a_state_saved_inside_a_window_without_its_span_is_refused_with_the_reas
 @pytest.mark.parametrize(
     ("span", "message"),
     [
-        ([0, 5], "window_size 4 does not allow"),
+        ([0, 5], r"count <= 4,"),  # More positions than the window holds.
         ([0, 4, "not base64!"], r"state\['span'\] is"),
         ([0, 3, "Dw=="], r"state\['span'\] is"),  # 4 bits set, 3 named.
         (["0", 4], r"state\['span'\] is"),
@@ -201,7 +206,8 @@ def test_a_span_that_does_not_match_the_window_read_again_is_refused_on_restore(
 
 
 @pytest.mark.parametrize(
-    "taken", [[[5, 1], [3, 1]], [[0, 2, "!!"]], [[-2, 1]], [[0, 2, "Bw=="]], "2", []]
+    "taken",
+    [[[5, 1], [3, 1]], [[0, 2, "!!"]], [[-2, 1]], [[0, 2, "Bw=="]], "2", [], [[0, 1 << 40]]],
 )
 def test_damaged_taken_lists_are_refused(taken):
     olds = [iter(_pipeline(i, 2)) for i in range(2)]
@@ -228,3 +234,12 @@ def test_window_shuffles_inside_a_mixture_reshard_per_component():
     for seed in range(4):
         run = chute.testing.assert_reshards(make, 3, [2, 5], seed=seed, complete=False)
         assert run.records > 0
+
+
+def test_a_span_naming_more_positions_than_the_window_is_refused_before_any_is_made():
+    it = iter(_pipeline(0, 1))
+    next(it)
+    state = it.get_state()
+    state["span"] = [0, 1 << 40]  # Would be terabytes of positions if made.
+    with pytest.raises(InvalidStateError, match=r"count <= 4,"):
+        iter(_pipeline(0, 1)).set_state(state)

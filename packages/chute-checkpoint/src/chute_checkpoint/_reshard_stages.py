@@ -153,6 +153,13 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
         elif traits.groups is not None and not streaming:
             unit *= integer_parameter(item, number, traits.groups, 1, "state 0")
         grouped = grouped or traits.groups is not None or traits.merges
+        if traits.records_skips and held is not None:
+            raise ReshardError(
+                f"stage {number} ({item['op']}) counts the failures of elements that the "
+                f"{stages[held]['op']} of stage {held} holds, which go back to be read at a "
+                "reshard and would be counted again; put it before "
+                f"{stages[held]['op']}(...), or restore with the same process count."
+            )
         ahead = split if split is not None else held
         if traits.chunk is not None and ahead is not None:
             raise ReshardError(

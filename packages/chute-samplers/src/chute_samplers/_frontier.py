@@ -67,7 +67,7 @@ MAX_LEVEL_COUNT = 1024
 MAX_PROCESSES_PER_LEVEL = 1_000_000
 """The most thresholds one level may hold (as many as processes, bounded like them)."""
 
-MAX_TAKEN = 1 << 24
+MAX_TAKEN = 1 << 22
 """The most `taken` positions a frontier read from a state may hold (a bound on untrusted
 input: elements a holding stage delivered ahead of its threshold, a window per process)."""
 
@@ -169,9 +169,11 @@ class Frontier:
             "levels": [[n, list(thresholds)] for n, thresholds in self.levels],
         }
         if self.taken:  # As runs of the shard's positions (see `_taken_runs`).
-            if not self._runs:  # A reader's states ask often: written once.
-                self._runs.extend(_taken_runs((self._taken - self.index) // self.count))
-            value["taken"] = [list(run) for run in self._runs]
+            runs = self._runs
+            if not runs:  # A reader's states ask often: written once (set whole: threads).
+                runs = _taken_runs((self._taken - self.index) // self.count)
+                object.__setattr__(self, "_runs", runs)
+            value["taken"] = [list(run) for run in runs]
         return value
 
     @classmethod
@@ -238,8 +240,11 @@ def _taken(value: object, index: int, count: int, owner: str) -> tuple[int, ...]
         return ()
     runs: list[np.ndarray] = []
     if isinstance(value, list) and len(value) <= MAX_TAKEN:
+        left = MAX_TAKEN  # Positions the runs may still name, checked before any is made.
         try:
-            runs = [span_positions(run, owner) for run in value]
+            for run in value:
+                runs.append(span_positions(run, owner, left))
+                left -= len(runs[-1])
         except InvalidStateError:
             runs = []
     local = np.concatenate(runs) if runs else np.zeros(0, np.int64)

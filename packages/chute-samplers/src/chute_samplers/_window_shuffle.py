@@ -154,7 +154,8 @@ class WindowShuffleIter(IterNode[T]):
             )
         span = checked.get("span")
         if span is not None:
-            span_positions(span, repr(self))  # Checked now: a damaged state moves nothing.
+            # Checked now: a damaged state moves nothing.
+            span_positions(span, repr(self), self._window_size)
         self._parent.set_state(start)
         self._window_start, self._window_index, self._offset = start, window_index, offset
         self._window, self._origins, self._origin = None, [], None

@@ -46,8 +46,8 @@ __all__ = [
     "window_span",
 ]
 
-MAX_SPAN_BITS = 1 << 30
-"""The most positions a window's `span` may cover (a bound on untrusted input)."""
+MAX_SPAN_BITS = 1 << 24
+"""The most positions a `span`'s bitmask may cover (a bound on untrusted input)."""
 
 _START, _WINDOW, _OFFSET, _SPAN = "window_start", "window", "offset", "span"
 _KEYS = {_START, _WINDOW, _OFFSET, _SPAN}
@@ -83,15 +83,20 @@ def positions_span(positions: Sequence[int]) -> list[Any] | None:
     return [first, count, base64.b64encode(np.packbits(bits, bitorder="little").tobytes()).decode()]
 
 
-def span_positions(span: object, owner: str) -> np.ndarray:
-    """The positions a `span` names, ascending; raises `InvalidStateError` if damaged."""
+def span_positions(span: object, owner: str, limit: int = MAX_SPAN_BITS) -> np.ndarray:
+    """The positions a `span` names, ascending; raises `InvalidStateError` if damaged.
+
+    `limit`: the most positions it may name (what its holder can hold), checked before
+    any is made.
+    """
     if (
         isinstance(span, list)
         and len(span) in (2, 3)
-        and all(type(x) is int and 0 <= x <= sys.maxsize for x in span[:2])
+        and all(type(x) is int and 0 <= x <= sys.maxsize - (1 << 32) for x in span[:2])
+        and span[1] <= limit
     ):
         first, count = span[0], span[1]
-        if len(span) == 2 and count <= MAX_SPAN_BITS:
+        if len(span) == 2:
             return np.arange(first, first + count, dtype=np.int64)
         mask = span[2] if len(span) == 3 else None
         if isinstance(mask, str) and len(mask) <= MAX_SPAN_BITS // 6:
@@ -105,8 +110,9 @@ def span_positions(span: object, owner: str) -> np.ndarray:
                     positions: np.ndarray = at.astype(np.int64) + first
                     return positions
     raise InvalidStateError(
-        f"{owner}: state['span'] is [first, count] or [first, count, mask] (ints >= 0, mask "
-        f"the base64 of count set bits), got {span!r:.200}."
+        f"{owner}: state['span'] is [first, count] or [first, count, mask] (ints >= 0, count "
+        f"<= {limit:,}, mask the base64 of count set bits over at most {MAX_SPAN_BITS:,} "
+        f"positions), got {span!r:.200}."
     )
 
 
@@ -161,9 +167,11 @@ class WindowStates:
                 "to reshard it, or its elements have no one-int origins; save again at a "
                 "window boundary."
             )
-        positions = span_positions(state[_SPAN], "a window shuffle")
         size = params.get("window_size")
-        if not (type(size) is int and offset <= len(positions) <= size):
+        if type(size) is not int:
+            raise InvalidStateError(f"a window shuffle's window_size is an int, got {size!r:.40}.")
+        positions = span_positions(state[_SPAN], "a window shuffle", size)
+        if not offset <= len(positions) <= size:
             raise InvalidStateError(
                 f"the window shuffle's state has {len(positions)} positions in its window and "
                 f"yielded {offset}, which its window_size {size!r} does not allow."

@@ -278,7 +278,7 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
         checked = state_dict(self, state, ("parent", "read", "bins"), ("span",))
         read = state_int(self, checked, "read")
         span = checked.get("span")
-        if span is not None and len(span_positions(span, repr(self))) != read:
+        if span is not None and len(span_positions(span, repr(self), read)) != read:
             raise InvalidStateError(
                 f"{self!r}: state['span'] = {span!r:.80} names other than the {read} elements "
                 "read since the state's position; the state is damaged."

@@ -96,7 +96,7 @@ class PackStates:
                 "('span'): it was saved by a chute too old to reshard it, or its elements "
                 "have no one-int origins; save again when no row is open."
             )
-        positions = span_positions(state["span"], "a packer").tolist()
+        positions = span_positions(state["span"], "a packer", read).tolist()
         if len(positions) != read:
             raise InvalidStateError(
                 f"a packer's state names {len(positions)} positions for {read} elements read."
