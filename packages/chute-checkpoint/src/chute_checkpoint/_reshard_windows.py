@@ -37,6 +37,9 @@ from ._reshard_stages import traits_of
 
 __all__ = ["inner_state", "merge_taken", "rebuild_state", "taken_ahead"]
 
+_HOLDING = (PACK_STATES, WINDOW_STATES)
+"""The layouts of the holding stages' states: each `inner`, `rebuild` and `taken`."""
+
 
 def inner_state(state: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The state `state` wraps (its parent's); None: a reader's, or another leaf.
@@ -44,7 +47,7 @@ def inner_state(state: Mapping[str, Any]) -> Mapping[str, Any] | None:
     Raises:
         ValueError: a parent's state among unexpected keys.
     """
-    for layout in (PACK_STATES, WINDOW_STATES):  # Keys `PARENT_STATES` would refuse.
+    for layout in _HOLDING:  # Keys `PARENT_STATES` would refuse.
         inner = layout.inner(state)
         if inner is not None:
             return inner
@@ -55,16 +58,22 @@ def rebuild_state(
     state: Mapping[str, Any], inner: dict[str, Any], scale: tuple[int, int]
 ) -> dict[str, Any]:
     """`state` around a moved `inner`, its counters scaled by `scale` (old, new)."""
-    for layout in (PACK_STATES, WINDOW_STATES):
-        if layout.inner(state) is not None:
-            return layout.rebuild(state, inner, scale)
+    layout = _holding_layout(state)
+    if layout is not None:
+        rebuilt: dict[str, Any] = layout.rebuild(state, inner, scale)
+        return rebuilt
     return PARENT_STATES.rebuild(state, inner, scale)
+
+
+def _holding_layout(state: Mapping[str, Any]) -> Any:
+    """The layout of `state` if a holding stage's (None: another op's)."""
+    return next((layout for layout in _HOLDING if layout.inner(state) is not None), None)
 
 
 def _held_state(state: Any) -> Mapping[str, Any] | None:
     """The holding stage's state inside `state` (walking parents' states), if any."""
     while isinstance(state, dict):
-        if WINDOW_STATES.inner(state) is not None or PACK_STATES.inner(state) is not None:
+        if _holding_layout(state) is not None:
             return state
         try:
             state = inner_state(state)
@@ -105,10 +114,7 @@ def taken_ahead(
         if held is None:
             continue
         try:
-            if WINDOW_STATES.inner(held) is not None:
-                local = WINDOW_STATES.taken(held, params)
-            else:
-                local = PACK_STATES.taken(held)
+            local = _holding_layout(held).taken(held, params)
         except InvalidStateError as error:
             raise ReshardError(f"{where} {shard}: {error}") from None
         if local and local[0] < position:

@@ -18,7 +18,7 @@ elements go back to be read; the emitted ones are skipped by position (`taken`, 
 
 Example:
     >>> fit = {"parent": {"position": 4}, "read": 3, "bins": [[0, 2]], "span": [4, 3]}
-    >>> PACK_STATES.inner(fit), PACK_STATES.taken(fit)  # Element 1 (position 5) emitted.
+    >>> PACK_STATES.inner(fit), PACK_STATES.taken(fit, {})  # Element 1 (position 5) emitted.
     ({'position': 4}, [5])
     >>> split = {"parent": {"position": 4}, "skip": 2, "read": 1, "at": 4}
     >>> PACK_STATES.delivered(split)
@@ -74,13 +74,16 @@ class PackStates:
             return {"parent": inner, "read": 0, "bins": []}
         return {"parent": inner, "skip": 0, "read": 0}
 
-    def taken(self, state: Mapping[str, Any]) -> list[int]:
+    def taken(self, state: Mapping[str, Any], params: Mapping[str, Any]) -> list[int]:
         """The positions of the elements read since the state's position, not held.
+
+        `params` are the stage's (a window shuffle's `taken` needs them; this does not).
 
         Raises:
             InvalidStateError: a damaged state, or elements emitted from a state that
                 does not name their positions.
         """
+        del params
         if self._kind(state) != "fit":
             return []  # Concat-then-split holds every element it read since.
         read, bins = state["read"], state["bins"]
