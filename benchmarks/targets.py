@@ -5,7 +5,7 @@
 average before and after, and whether the target holds. NAMES (all by default):
 `per_element`, `images`, `images_fresh`, `images_steady`, `arrays`, `arrays_fresh`,
 `arrays_steady`, `arrays_plain`, `cold`, `warm`, `restore`, `reshard_restore`,
-`metrics`, `data_loader`, `data_loader_images`, `mixtures`. Timings on a shared
+`metrics`, `data_loader`, `data_loader_images`, `mixtures`, `autotune`. Timings on a shared
 2-core machine are noisy: read the load average with each figure. The `_fresh`
 figures start new worker processes for each iterator (`idle_worker_seconds=0`); the
 others take over the workers the last iterator parked, as a loop over epochs does.
@@ -18,6 +18,7 @@ import statistics
 import sys
 from typing import Any
 
+from . import bench_autotune as autotune
 from . import bench_checkpoint as checkpoint
 from . import bench_data_loader as data_loader
 from . import bench_datasets as datasets
@@ -83,6 +84,10 @@ TARGETS: list[tuple[str, str, type, str, tuple[Any, ...], str]] = [
      mixtures.SixtyFourSources, "track_map_mix_throughput_ratio_to_one_source", (), ">= 0.9"),
     ("data_loader_images", "images, DataLoader(worker_count=2) / mp_prefetch, built in the timing",
      data_loader.DataLoaderVsMpPrefetchImages, "track_ratio_to_mp_prefetch", (), ">= 0.95"),
+    ("autotune", "images, autotuned from 0 workers, its last 3 of 10 s / best fixed of 0-2 workers",
+     autotune.RuntimeAutotune, "track_ratio_autotuned_to_best_fixed", (), ">= 0.9"),
+    ("autotune", "images, autotuned from 0 workers, its first 10 s / default (0 workers)",
+     autotune.RuntimeAutotune, "track_ratio_autotuned_to_default", (), ">= 1.0"),
 ]  # fmt: skip
 
 

@@ -1,10 +1,14 @@
-"""`pick_performance_config` in the seed's example, with chute's fluent API.
+"""Autotuning through chute's fluent API: the seed's offline `pick_performance_config`,
+and the runtime autotuner of `mp_prefetch` and `DataLoader`.
 
-From packages/chute-execution/tests/test_autotune.py; here because it builds its
-pipeline with `chute.MapDataset`.
+The seed example is from packages/chute-execution/tests/test_autotune.py; here because
+it builds its pipeline with `chute.MapDataset`.
 """
 
+import functools
+
 import chute
+from chute_testing.execution import Busy
 
 
 def test_the_seed_example_runs():
@@ -15,3 +19,50 @@ def test_the_seed_example_runs():
     )
     ds = ds.to_iter_dataset(read_options=performance_config.read_options)
     assert list(ds.mp_prefetch(performance_config.multiprocessing_options)) == list(range(100))
+
+
+def _pipeline():
+    return (
+        chute.MapDataset.range(600)
+        .seed(5)
+        .shuffle()
+        .to_iter_dataset()
+        .map(Busy(0.0003))
+        .filter(_not_fifth)
+    )
+
+
+def _not_fifth(x):
+    return x % 5 != 0
+
+
+def test_an_autotuned_pipeline_yields_the_untuned_elements_and_shows_its_changes():
+    expected = list(_pipeline())
+    bounds = chute.AutotuneOptions(max_workers=2, max_buffer_size=4, interval_seconds=0.05)
+    it = _pipeline().mp_prefetch(num_workers=0, autotune=bounds).batch(7).iter(stats=True)
+    batches = list(it)
+    assert [int(x) for batch in batches for x in batch] == expected
+    stats = it.stats()
+    lines = [line for line in str(stats).splitlines() if line.startswith("autotune at ")]
+    assert lines == [f"autotune at {decision}" for decision in stats.tuning]
+    for decision in stats.tuning:
+        assert 0 <= decision.workers <= 2 and 1 <= decision.buffer_size <= 4
+
+
+def test_a_checkpoint_of_an_autotuned_pipeline_restores_without_it(tmp_path):
+    tuned = _pipeline().mp_prefetch(num_workers=1, autotune=True)
+    it = iter(tuned)
+    taken = [next(it) for _ in range(250)]
+    chute.checkpoint.save(it, tmp_path)
+    rest = list(chute.checkpoint.restore(iter(_pipeline().mp_prefetch(num_workers=2)), tmp_path))
+    assert taken + rest == list(_pipeline())
+
+
+def test_a_data_loader_autotunes_too():
+    sampler = chute.IndexSampler(
+        300, shard_options=chute.NoSharding(), num_epochs=1, shuffle=True, seed=1
+    )
+    make = functools.partial(chute.DataLoader, data_source=chute.RangeSource(300), sampler=sampler)
+    expected = list(make())
+    bounds = chute.AutotuneOptions(max_workers=2, interval_seconds=0.02)
+    assert list(make(operations=[], worker_count=0, autotune=bounds)) == expected

@@ -24,6 +24,8 @@ Example:
 
 from ._autotune import PerformanceConfig as PerformanceConfig
 from ._autotune import pick_performance_config as pick_performance_config
+from ._autotune_options import AutotuneOptions as AutotuneOptions
+from ._autotune_options import TuningDecision as TuningDecision
 from ._chunk_plan import ChunkPlan as ChunkPlan
 from ._chunk_plan import ChunkResult as ChunkResult
 from ._data_loader import DataLoader as DataLoader
@@ -59,6 +61,7 @@ from ._worker_pool import WorkerDiedError as WorkerDiedError
 from ._worker_pool import WorkerTimeoutError as WorkerTimeoutError
 
 __all__ = [
+    "AutotuneOptions",
     "BatchSpec",
     "ChunkPlan",
     "ChunkResult",
@@ -79,6 +82,7 @@ __all__ = [
     "ThreadPrefetchIter",
     "TraceOptions",
     "TraceRecorder",
+    "TuningDecision",
     "WorkerDiedError",
     "WorkerError",
     "WorkerPlan",

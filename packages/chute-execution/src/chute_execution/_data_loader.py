@@ -36,6 +36,7 @@ from chute_transforms import (
     as_random_map_fn,
 )
 
+from ._autotune_options import AutotuneOptions
 from ._mp_options import MultiprocessingOptions
 from ._planner import BatchSpec, PlanStep, WorkerPlan, plan_workers
 from ._ray_options import RayOptions
@@ -172,6 +173,9 @@ class DataLoader:
             before the first batch) within this budget, instead of raising; see
             `chute.IterDataset.skip_errors`. The iterator's `failures` and `skipped`
             tell what was left out, and its state records them.
+        autotune: change the workers and their buffers while the loader runs, from
+            `worker_count` and `worker_buffer_size` on (see
+            `MultiprocessingOptions.autotune`); never the output.
 
     Example:
         >>> from chute_samplers import IndexSampler, NoSharding
@@ -196,6 +200,7 @@ class DataLoader:
         chunk_size: int | None = None,
         error_budget: ErrorBudget | None = None,
         ray_options: RayOptions | None = None,
+        autotune: AutotuneOptions | bool = False,
     ) -> None:
         if not isinstance(sampler, IndexSampler):
             raise TypeError(f"DataLoader: sampler must be an IndexSampler, got {sampler!r}.")
@@ -213,6 +218,7 @@ class DataLoader:
         self.options: MultiprocessingOptions | RayOptions = MultiprocessingOptions(
             check_count(worker_count, "worker_count", "DataLoader"),
             check_count(worker_buffer_size, "worker_buffer_size", "DataLoader", minimum=1),
+            autotune=autotune,
         )
         if ray_options is not None:
             if not isinstance(ray_options, RayOptions):
@@ -225,6 +231,11 @@ class DataLoader:
                     f"DataLoader: worker_count={worker_count} and ray_options both ask for "
                     "workers; give one (ray_options=RayOptions(num_workers=...) sets how many "
                     "chunks run at once on the Ray cluster)."
+                )
+            if autotune is not False:
+                raise ValueError(
+                    "DataLoader: autotune applies to local worker processes; a Ray cluster "
+                    "(ray_options) sizes itself. Give one of them."
                 )
             self.options = ray_options
         self.read_options = read_options

@@ -22,6 +22,7 @@ from chute_core.internal import check_count, state_dict, state_parent
 from chute_samplers import IterNode
 from chute_transforms import batch_elements, batch_rows, concat_batches, pad_batch, slice_batch
 
+from ._autotune_options import TuningDecision
 from ._chunk_plan import ChunkPlan, Unstacked, outputs_before
 from ._mp_options import MultiprocessingOptions
 from ._mp_prefetch import MultiprocessPrefetchIter
@@ -168,6 +169,16 @@ class MultiprocessBatchIter(IterNode[Any]):
     def stage_times(self) -> list[tuple[int, float]]:
         """Per stage of the workers' plan: elements and seconds (see the prefetch's)."""
         return self._chunks.stage_times()
+
+    @property
+    def tuning(self) -> tuple[TuningDecision, ...]:
+        """The autotuner's changes so far (see the prefetch's)."""
+        return self._chunks.tuning
+
+    @property
+    def num_workers(self) -> int:
+        """The worker processes running now (see the prefetch's)."""
+        return self._chunks.num_workers
 
     def close(self) -> None:
         """Ends the workers' work (also at exhaustion and GC); they park or stop."""

@@ -7,12 +7,16 @@ from typing import Literal
 
 from chute_core.internal import check_count
 
+from ._autotune_options import AutotuneOptions
+
 __all__ = ["WORKER_KNOBS", "MultiprocessingOptions"]
 
 StartMethod = Literal["auto", "forkserver", "spawn"]
 
 _START_METHODS = ("auto", "forkserver", "spawn")
-WORKER_KNOBS = frozenset({"num_workers", "worker_buffer_size", "per_worker_buffer_size"})
+WORKER_KNOBS = frozenset(
+    {"num_workers", "worker_buffer_size", "per_worker_buffer_size", "autotune"}
+)
 """The worker stage's parameters that never change the elements (left out of fingerprints)."""
 
 
@@ -64,6 +68,10 @@ class MultiprocessingOptions:
             and heap, from before (per-process state your transforms keep carries
             over, as it does from chunk to chunk). Idle workers hold no shared memory,
             exit with this process, and `stop_idle_workers()` ends them at once.
+        autotune: let the iterator change `num_workers` and `per_worker_buffer_size`
+            while it runs, from how long the consumer waits for input (`True`, or
+            `AutotuneOptions` for its bounds); the two fields above are where it
+            starts. Its changes are in `iter(stats=True)`'s statistics and in traces.
 
     Example:
         >>> options = MultiprocessingOptions(num_workers=2, worker_timeout=60)
@@ -76,6 +84,7 @@ class MultiprocessingOptions:
     start_method: StartMethod = "auto"
     worker_timeout: float | None = None
     idle_worker_seconds: float = 30.0
+    autotune: AutotuneOptions | bool = False
 
     def __post_init__(self) -> None:
         owner = "MultiprocessingOptions"
@@ -93,6 +102,11 @@ class MultiprocessingOptions:
         if isinstance(idle, bool) or not isinstance(idle, int | float) or not idle >= 0:
             raise ValueError(
                 f"{owner}: idle_worker_seconds must be a number of seconds >= 0, got {idle!r}."
+            )
+        if not isinstance(self.autotune, AutotuneOptions | bool):
+            raise TypeError(
+                f"{owner}: autotune must be True, False or an AutotuneOptions, got "
+                f"{type(self.autotune).__name__} {self.autotune!r}."
             )
         if self.start_method not in _START_METHODS:
             raise ValueError(

@@ -40,6 +40,7 @@ from ._mp_resources import WorkerError, rebuild_failure
 from ._shipping import ship
 from ._spans import SpanSchedule
 from ._transport.codec import SlabMessage
+from ._tuning import Tuning
 from ._unit_state import reading_through, split_extras, unit_state
 from ._worker import WorkerFailure
 from ._worker_pool import WorkerDiedError, WorkerPool, WorkerTimeoutError
@@ -47,7 +48,7 @@ from ._worker_pool import WorkerDiedError, WorkerPool, WorkerTimeoutError
 __all__ = ["MP_PREFETCH", "MultiprocessPrefetchIter", "WorkerError"]
 
 
-class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
+class MultiprocessPrefetchIter(ChunkSkips, Tuning, IterNode[Any]):
     """Runs a `ChunkPlan` on worker processes and yields its outputs in order.
 
     Args:
@@ -82,26 +83,22 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
         worker_init_fn: Callable[[int, int], Any] | None = None,
         caller: str = "mp_prefetch",
     ) -> None:
-        self._plan = plan
-        self._options = options
-        self._caller = caller
+        self._plan, self._options, self._caller = plan, options, caller
         self._resources = _Resources()
         self._leases = LeaseBook(default_budget())
         self._pool_serial = 0
         self._finalizer = weakref.finalize(self, self._resources.release)
         self._chunk = self._first_unit = 0  # The first unit since the start or restore.
-        self._offset = 0
+        self._offset = self._generation = self._next_submit = 0
         self._outputs: list[Any] | None = None
         self._failure: Exception | None = None  # Raised once the outputs before it are out.
         self._origins: Sequence[tuple[int, ...] | None] = []
         self._last_origin: tuple[int, ...] | None = None
-        self._generation = 0
-        self._next_submit = 0
+        self.start_tuning(options)  # Tuned: the cut is made for the most workers.
+        tuned, most = self._tuner is not None, self.most_workers()
+        adaptive = plan.adaptive and most > 0
         self._spans = SpanSchedule(
-            len(plan.dataset),
-            plan.chunk_size,
-            adaptive=plan.adaptive and options.num_workers > 0,
-            workers=options.num_workers,
+            len(plan.dataset), plan.chunk_size, adaptive=adaptive, workers=most
         )
         self._sent: dict[int, float] = {}  # Unit -> when it was sent (adaptive timing).
         self._carry = False  # Whether the restored offset may run past the first unit.
@@ -121,7 +118,7 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
             self._plan = self._trace.plan
         self._frontier: Frontier | None = None  # Positions a resharded restore skips.
         self._shipped: tuple[bytes, bytes | None] | None = None
-        if options.num_workers:
+        if options.num_workers or tuned:
             init = None
             if worker_init_fn is not None:
                 init = ship(worker_init_fn, [("worker_init_fn", worker_init_fn)], caller)
@@ -160,8 +157,8 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
                 if self._failure is None:
                     self._chunk, self._offset, self._outputs = self._chunk + 1, 0, None
                     self._spans.forget_before(self._chunk)
-            if self._failure is not None:
-                failure, self._failure, self._outputs = self._failure, None, None
+            if (failure := self._failure) is not None:
+                self._failure = self._outputs = None
                 raise failure  # After the chunk's outputs that came before it.
             span = self._spans.span(self._chunk)
             if span is None:
@@ -285,8 +282,8 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
             WorkerDiedError: the worker running the chunk died (the workers stop).
             Exception: what running the chunk raised, as a single process would.
         """
-        workers = self._options.num_workers
-        if workers == 0:
+        began = 0.0 if self._tuner is None else self.tuned_before(chunk)
+        if self._options.num_workers == 0:
             span, replay = self.span_of(chunk), self.replay_for(chunk)
             run = self._plan.run if self._trace is None else self._trace.runner(chunk)
             result = run(span, replay=replay, read_ahead=True)
@@ -294,6 +291,8 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
             result = self._remote_result(chunk)
         if result.times:
             self._add_times(result)
+        if self._tuner is not None:
+            self.tuned_after(self.span_of(chunk), began)
         return result
 
     def span_of(self, chunk: int) -> tuple[int, int]:
@@ -317,12 +316,10 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
 
     def heard(self, chunk: int) -> None:
         """Notes that unit `chunk`'s result arrived: its worker's time feeds the cut."""
-        sent = self._sent.pop(chunk, None)
-        if sent is None:
+        if (sent := self._sent.pop(chunk, None)) is None:
             return
         worker = self.worker_of(chunk)
-        while len(self._heard) <= worker:
-            self._heard.append(0.0)
+        self._heard.extend([0.0] * (worker + 1 - len(self._heard)))
         now = time.monotonic()
         start, stop = self.span_of(chunk)
         self._spans.observe(stop - start, now - max(sent, self._heard[worker]))
@@ -330,9 +327,8 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
 
     def _remote_result(self, chunk: int) -> ChunkResult:
         """Chunk `chunk` from the workers (the backend: here, local worker processes)."""
-        pool = self._ensure_pool()
         try:
-            return self._receive(pool, chunk)
+            return self._receive(self._ensure_pool(), chunk)
         except WorkerDiedError:
             self.close()
             raise
@@ -399,7 +395,7 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
         ahead = workers * self._options.per_worker_buffer_size
         if self._next_submit <= chunk:
             self._next_submit = chunk  # After a restore, start at the wanted chunk.
-        while self._next_submit < chunk + ahead:
+        while self._next_submit < chunk + ahead and not self.holding_units():
             target = self._next_submit
             span = self._spans.span(target)
             if span is None:
@@ -426,6 +422,7 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
         pool, reader = self._resources.pool, self._resources.reader
         if pool is None or reader is None:
             raise ChuteError("the iterator was closed while it waited for a worker")
+        self._slab_bytes = message.slab_size
         leases = self._leases
         if leases.worth_leasing(message):
             assert message.token is not None
@@ -488,8 +485,8 @@ class MultiprocessPrefetchIter(ChunkSkips, IterNode[Any]):
         self._resources.release()
 
     def __repr__(self) -> str:
-        workers, chunk = self._options.num_workers, self._plan.chunk_size
-        return f"MultiprocessPrefetchIter(num_workers={workers}, chunk_size={chunk})"
+        workers, size = self._options.num_workers, self._plan.chunk_size
+        return f"MultiprocessPrefetchIter(num_workers={workers}, chunk_size={size})"
 
 
 MP_PREFETCH = declare_op(

@@ -18,6 +18,8 @@ Stable between chute's own packages of one release; may change between releases.
   now, and the workers parked for the next iterator (live metrics).
 - `CHUNK_POSITIONS`: the layout of the workers' `{"position", "offset"}` state (and of
   older versions' `{"chunk", "offset"}`), for resharding.
+- `Tuner`, `GAIN`, `RETRY`, `WAIT_SHARE`: the runtime autotuner's policy, for tests
+  that feed it measurements of their own.
 
 Example:
     >>> from chute_execution.internal import CHUNK_POSITIONS
@@ -32,18 +34,23 @@ from ._leases import LEASE_MIN_BYTES
 from ._trace import STAGES_TID_OFFSET, complete_event, lay_out
 from ._transport import DEFAULT_SLAB_SIZE, SlabReader, SlabWriter
 from ._transport.slab import Slab
+from ._tuner import GAIN, RETRY, WAIT_SHARE, Tuner
 from ._worker_pool import WorkerPool, add_preload, warm_up
 
 __all__ = [
     "CHUNK_POSITIONS",
     "DEFAULT_SLAB_SIZE",
+    "GAIN",
     "LEASE_MIN_BYTES",
+    "RETRY",
     "STAGES_TID_OFFSET",
     "THROUGH",
+    "WAIT_SHARE",
     "Health",
     "Slab",
     "SlabReader",
     "SlabWriter",
+    "Tuner",
     "WorkerPool",
     "add_preload",
     "complete_event",

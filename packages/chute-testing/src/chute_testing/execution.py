@@ -32,6 +32,7 @@ __all__ = [
     "ANSWER_CTRL_C",
     "AddNoise",
     "BrokenSource",
+    "Busy",
     "FailAt",
     "FailOn",
     "FailOnceAt",
@@ -199,6 +200,25 @@ class SleepAt:
         """Returns `element`, after sleeping if it is the chosen one."""
         if element == self.element:
             time.sleep(self.seconds)
+        return element
+
+
+class Busy:
+    """A map that keeps the CPU busy `seconds` per element, then returns it (a slow transform).
+
+    Example:
+        >>> Busy(0.0)(3)
+        3
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __call__(self, element: Any) -> Any:
+        """Returns `element` after `seconds` of work."""
+        until = time.perf_counter() + self.seconds
+        while time.perf_counter() < until:
+            pass
         return element
 
 

@@ -36,6 +36,7 @@ from chute_core import SharedMemoryError as SharedMemoryError
 from chute_core import SkippedElement as SkippedElement
 from chute_core import SourceFileError as SourceFileError
 from chute_core import SourceFileNotFoundError as SourceFileNotFoundError
+from chute_execution import AutotuneOptions as AutotuneOptions
 from chute_execution import MultiprocessingOptions as MultiprocessingOptions
 from chute_execution import PerformanceConfig as PerformanceConfig
 from chute_execution import RayOptions as RayOptions
@@ -151,6 +152,7 @@ __all__ = [
     "ArgumentTypeError",
     "ArrayRecordDataSource",
     "ArrayRecordSource",
+    "AutotuneOptions",
     "BatchError",
     "BatchTransform",
     "CheckpointableIterator",

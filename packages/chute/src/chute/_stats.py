@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from chute_execution import StageClock
+from chute_execution import StageClock, TuningDecision
 from chute_transforms import SkipErrorsIter
 
 from ._debug import LOGGER
@@ -65,6 +65,8 @@ class Stats:
     wall_seconds: float
     skipped: int = 0
     """Elements left out because they failed, under `skip_errors` budgets."""
+    tuning: tuple[TuningDecision, ...] = ()
+    """The changes of workers and buffers an autotuned `mp_prefetch` made, oldest first."""
 
     def share(self, stage: StageStats) -> float:
         """The stage's own time over the wall time (over N x wall for N workers)."""
@@ -98,6 +100,7 @@ class Stats:
                 lines.append(f"padding: {stage.padding:.2%} of the rows of {stage.name}")
         if self.skipped:
             lines.append(f"skipped: {self.skipped} elements that failed (skip_errors)")
+        lines.extend(f"autotune at {decision}" for decision in self.tuning)
         return "\n".join(lines)
 
 
@@ -146,14 +149,17 @@ class Recorder:
         """A snapshot of the statistics."""
         wall = 0.0 if self.started is None else time.perf_counter() - self.started
         stages: list[StageStats] = []
+        tuning: list[TuningDecision] = []
         for clock in self.stages:
             own = StageStats(clock.name, clock.elements, clock.seconds)
             own.padding = getattr(clock.inner, "padding_fraction", None)
-            for owner, names, iterator_ref, workers in self._workers:
+            for owner, names, iterator_ref, built_with in self._workers:
                 iterator = iterator_ref()
                 if owner() is not clock or iterator is None:
                     continue
                 times = iterator.stage_times()
+                tuning.extend(getattr(iterator, "tuning", ()))
+                workers = getattr(iterator, "num_workers", built_with)  # Autotuned: now.
                 where = f"[{workers} workers]" if workers else "[in mp_prefetch]"
                 for name, (elements, seconds) in zip(names, times, strict=False):
                     stages.append(StageStats(f"{name} {where}", elements, seconds, workers))
@@ -163,7 +169,7 @@ class Recorder:
             stages.append(own)
         skippers = [skipper for ref in self._skippers if (skipper := ref()) is not None]
         skipped = sum(skipper.failures for skipper in skippers)
-        return Stats(tuple(stages), wall, skipped)
+        return Stats(tuple(stages), wall, skipped, tuple(tuning))
 
 
 RECORDER: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(

@@ -1,0 +1,102 @@
+"""asv benchmarks of the runtime autotuner (`MultiprocessingOptions(autotune=True)`).
+
+Issue 32's target, on the image pipeline of `bench_execution_workers` read for several
+epochs through one iterator (batch(128), the workers stacking the batches): starting
+from the default configuration (no workers), within 10 s the autotuner reaches >= 0.9x
+of the rate of the best fixed configuration (the best of 0, 1 and 2 workers, measured
+in the same call), and over those 10 s it does no worse than the default (>= 1.0x).
+
+Each call measures every configuration afresh (parked workers of an earlier run are
+stopped first, so no run inherits another's): 4 s each for the fixed ones, 10 s for
+the autotuned one. The autotuned and the best rate are those of each run's last 3 s
+(the workers' start left out of both); the default's is its whole run's (it starts no
+workers).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import timeit
+
+import chute
+from chute_sources import ArrayRecordSource
+
+from .bench_execution_workers import IMAGES, crop_flip, image_of, normalise, write_images
+
+FIXED_SECONDS = 4.0
+TUNED_SECONDS = 10.0
+LATE_SECONDS = 3.0  # The rates compared with the best: the last 3 s of each run.
+EPOCHS = 200  # More than any run reads.
+
+
+def long_image_pipeline(paths: list[str]) -> chute.IterDataset:
+    """The image pipeline, over `EPOCHS` shuffled epochs (one iterator reads them all)."""
+    return (
+        chute.MapDataset.source(ArrayRecordSource(paths))
+        .shuffle(seed=0)
+        .repeat(EPOCHS)
+        .to_iter_dataset()
+        .map(image_of)
+        .random_map(crop_flip, seed=1)
+        .map(normalise)
+    )
+
+
+class RuntimeAutotune:
+    """The autotuned image pipeline against fixed configurations, in one call."""
+
+    timer = timeit.default_timer
+    number = 1
+    repeat = 1
+    timeout = 300
+
+    def setup(self) -> None:
+        self.folder = tempfile.mkdtemp(prefix="chute-bench-autotune-")
+        self.paths = write_images(self.folder, IMAGES)
+        self.pipeline = long_image_pipeline(self.paths)
+
+    def teardown(self) -> None:
+        chute.stop_idle_workers()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _rates(self, options: chute.MultiprocessingOptions, seconds: float) -> tuple[float, float]:
+        """Images per second over the whole run and over its last `LATE_SECONDS`."""
+        chute.stop_idle_workers()
+        iterator = iter(self.pipeline.mp_prefetch(options, chunk_size=128).batch(128))
+        start = time.perf_counter()
+        late_start, late_count, count, now = None, 0, 0, start
+        for batch in iterator:
+            count += len(batch)
+            now = time.perf_counter()
+            if late_start is None and now - start >= seconds - LATE_SECONDS:
+                late_start, late_count = now, count
+            if now - start >= seconds:
+                break
+        iterator.close()
+        assert late_start is not None and now > late_start, "the run ended early"
+        return count / (now - start), (count - late_count) / (now - late_start)
+
+    def _measure(self) -> tuple[float, float]:
+        """(autotuned late rate / best fixed rate, autotuned whole rate / default rate)."""
+        fixed = {
+            workers: self._rates(chute.MultiprocessingOptions(workers), FIXED_SECONDS)
+            for workers in (0, 1, 2)
+        }
+        tuned = chute.MultiprocessingOptions(0, autotune=chute.AutotuneOptions(max_workers=2))
+        whole, late = self._rates(tuned, TUNED_SECONDS)
+        best = max(rate for _, rate in fixed.values())
+        return late / best, whole / fixed[0][0]
+
+    def track_ratio_autotuned_to_best_fixed(self) -> float:
+        """The autotuned rate in its last 3 of 10 s over the best fixed configuration's."""
+        return self._measure()[0]
+
+    track_ratio_autotuned_to_best_fixed.unit = "ratio"  # type: ignore[attr-defined]
+
+    def track_ratio_autotuned_to_default(self) -> float:
+        """The autotuned rate over its first 10 s over the default configuration's (0 workers)."""
+        return self._measure()[1]
+
+    track_ratio_autotuned_to_default.unit = "ratio"  # type: ignore[attr-defined]

@@ -1,0 +1,90 @@
+"""`AutotuneOptions`: the bounds a running iterator's tuner stays within; its decisions."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from chute_core.internal import check_count
+
+__all__ = ["AutotuneOptions", "TuningDecision"]
+
+
+@dataclasses.dataclass(frozen=True)
+class AutotuneOptions:
+    """Lets `mp_prefetch` change its workers and buffers while it runs, within bounds.
+
+    The tuner watches how long the consumer waits for input and how many positions it
+    gets per second, and tries more workers, then deeper buffers, keeping a change only
+    if the rate rose (see `Tuner`). What it decides never changes the elements, their
+    order or the states: those depend on the pipeline, seed and position only.
+
+    Attributes:
+        max_workers: at most this many worker processes (None: the CPU count). The
+            tuner starts from `MultiprocessingOptions.num_workers` (0 included).
+        max_buffer_size: at most this many chunks per worker ahead of the consumer.
+        ram_budget_mb: what the chunks in flight may hold at most (MiB): workers x
+            (buffer + 1) x the largest chunk seen.
+        interval_seconds: how long each measurement lasts; a change is judged on the
+            measurement after it.
+
+    Example:
+        >>> options = AutotuneOptions(max_workers=4, ram_budget_mb=512)
+        >>> options.max_workers, options.max_buffer_size, options.workers_limit()
+        (4, 8, 4)
+    """
+
+    max_workers: int | None = None
+    max_buffer_size: int = 8
+    ram_budget_mb: int = 1024
+    interval_seconds: float = 0.5
+
+    def __post_init__(self) -> None:
+        owner = "AutotuneOptions"
+        if self.max_workers is not None:
+            check_count(self.max_workers, "max_workers", owner, minimum=1)
+        check_count(self.max_buffer_size, "max_buffer_size", owner, minimum=1)
+        check_count(self.ram_budget_mb, "ram_budget_mb", owner, minimum=1)
+        interval = self.interval_seconds
+        if isinstance(interval, bool) or not isinstance(interval, int | float) or not interval > 0:
+            raise ValueError(
+                f"{owner}: interval_seconds must be a number of seconds > 0, got {interval!r}."
+            )
+
+    def workers_limit(self) -> int:
+        """`max_workers`, or the CPU count when it is None."""
+        return self.max_workers if self.max_workers is not None else (os.cpu_count() or 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class TuningDecision:
+    """One change the tuner made, and the measurement that led to it.
+
+    Attributes:
+        seconds: when, in seconds since the iterator's first chunk.
+        workers: the worker processes from then on.
+        buffer_size: chunks per worker ahead of the consumer from then on.
+        reason: "more workers", "deeper buffers" (a trial), or "reverted" (the trial
+            before it gave no gain).
+        input_wait: the share of the measurement the consumer spent waiting for input.
+        rate: positions per second over the measurement.
+
+    Example:
+        >>> decision = TuningDecision(1.5, 2, 2, "more workers", 0.8, 1200.0)
+        >>> str(decision)
+        '1.5 s: more workers -> 2 workers x 2 chunks (waited 80% for input at 1,200 positions/s)'
+    """
+
+    seconds: float
+    workers: int
+    buffer_size: int
+    reason: str
+    input_wait: float
+    rate: float
+
+    def __str__(self) -> str:
+        return (
+            f"{self.seconds:.1f} s: {self.reason} -> {self.workers} workers x "
+            f"{self.buffer_size} chunks (waited {self.input_wait:.0%} for input at "
+            f"{self.rate:,.0f} positions/s)"
+        )

@@ -1,0 +1,154 @@
+"""`Tuner`: what a running iterator's autotuner decides, from what the consumer measured.
+
+It only decides; `MultiprocessPrefetchIter` measures and applies. The policy, per
+measurement of `interval_seconds` (after a change, the unit that starts the new
+workers and the next one are left out):
+
+- a trial (the measurement right after a change) is kept if the rate of positions per
+  second rose by `GAIN`, and reverted otherwise; the direction it tried is then left
+  alone for `RETRY` measurements;
+- while the consumer waits for input for `WAIT_SHARE` of the time or more, it tries
+  more workers (0 -> 2, then x1.5, at least +1), and when those are at their bound or
+  were refused, deeper buffers (x2); never past `AutotuneOptions`' bounds, and never
+  so that workers x (buffer + 1) x the largest chunk seen exceeds the memory budget;
+- a consumer that waits less is left as it is: it is not short of input.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from ._autotune_options import AutotuneOptions, TuningDecision
+
+__all__ = ["GAIN", "RETRY", "WAIT_SHARE", "Config", "Tuner"]
+
+WAIT_SHARE = 0.1
+"""Above this share of its time waiting for input, the consumer is short of input."""
+
+GAIN = 0.05
+"""A trial is kept only if the rate rose by this much."""
+
+RETRY = 40
+"""Measurements before a direction whose trial was reverted is tried again."""
+
+Config = tuple[int, int]
+"""(workers, chunks per worker ahead of the consumer)."""
+
+
+class Tuner:
+    """Decides workers and buffers from the consumer's per-unit measurements.
+
+    Args:
+        options: the bounds.
+        workers: the workers it starts with.
+        buffer_size: the chunks per worker it starts with.
+        clock: seconds, monotonic (a test may pass its own).
+
+    Example:
+        >>> now = [0.0]
+        >>> tuner = Tuner(AutotuneOptions(max_workers=4, interval_seconds=1.0), 0, 2,
+        ...               clock=lambda: now[0])
+        >>> changes = []
+        >>> for step in range(4):  # Units of 100 positions, the consumer waiting throughout.
+        ...     now[0] += 0.5
+        ...     changes.append(tuner.record(100, 0.5, 0))
+        >>> changes, tuner.config
+        ([None, None, (2, 2), None], (2, 2))
+        >>> print(tuner.decisions[0])
+        1.0 s: more workers -> 2 workers x 2 chunks (waited 100% for input at 200 positions/s)
+    """
+
+    def __init__(
+        self,
+        options: AutotuneOptions,
+        workers: int,
+        buffer_size: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.options = options
+        self.config: Config = (workers, buffer_size)
+        self.decisions: list[TuningDecision] = []
+        self._clock = clock
+        self._began: float | None = None
+        self._window: float | None = None  # When the measurement began (None: not yet).
+        self._positions, self._waited, self._units = 0, 0.0, 0
+        self._skip = 0  # Units still to leave out after a change.
+        self._pending = False  # A change was decided, not yet applied.
+        self._trial: tuple[Config, float, str] | None = None
+        self._refused: dict[str, int] = {}  # Direction -> the measurement it was refused at.
+        self.measurements = 0
+        """How many measurements it made so far."""
+        self._largest = 0  # Bytes of the largest chunk seen.
+
+    def record(self, positions: int, waited: float, nbytes: int) -> Config | None:
+        """One unit of `positions` reached the consumer, after `waited` s; a change or None.
+
+        `nbytes`: what the unit's result held in shared memory (0 in this process).
+        """
+        now = self._clock()
+        if self._began is None:
+            self._began = now
+        self._largest = max(self._largest, nbytes)
+        if self._pending:
+            return None  # The change waits for the work in flight to be taken.
+        if self._skip or self._window is None:
+            self._skip = max(0, self._skip - 1)
+            self._window = now  # The next units are measured from here.
+            return None
+        self._positions += positions
+        self._waited += waited
+        self._units += 1
+        elapsed = now - self._window
+        if elapsed < self.options.interval_seconds or self._units < 2:
+            return None
+        rate, share = self._positions / elapsed, min(1.0, self._waited / elapsed)
+        self._window, self._positions, self._waited, self._units = now, 0, 0.0, 0
+        self.measurements += 1
+        return self._decide(now, rate, share)
+
+    def applied(self) -> None:
+        """The change last returned now runs: the next measurement starts after it settles."""
+        self._pending, self._window, self._skip = False, None, 1
+
+    def _decide(self, now: float, rate: float, share: float) -> Config | None:
+        if self._trial is not None:
+            before, before_rate, direction = self._trial
+            self._trial = None
+            if rate < before_rate * (1 + GAIN):
+                self._refused[direction] = self.measurements
+                return self._change(before, "reverted", now, share, rate)
+        if share < WAIT_SHARE:
+            return None
+        for direction in ("workers", "buffer"):
+            refused = self._refused.get(direction)
+            if refused is not None and self.measurements - refused < RETRY:
+                continue
+            step = self._step(direction)
+            if step is not None:
+                self._trial = (self.config, rate, direction)
+                reason = "more workers" if direction == "workers" else "deeper buffers"
+                return self._change(step, reason, now, share, rate)
+        return None
+
+    def _step(self, direction: str) -> Config | None:
+        workers, buffer_size = self.config
+        if direction == "workers":
+            limit = self.options.workers_limit()
+            more = min(limit, 2 if workers == 0 else max(workers + 1, workers * 3 // 2))
+            step = (more, buffer_size) if more > workers else None
+        else:
+            deeper = min(self.options.max_buffer_size, 2 * buffer_size)
+            step = (workers, deeper) if workers and deeper > buffer_size else None
+        if step is None or step[0] * (step[1] + 1) * self._largest > self._budget():
+            return None
+        return step
+
+    def _budget(self) -> int:
+        return self.options.ram_budget_mb * 2**20
+
+    def _change(self, config: Config, reason: str, now: float, share: float, rate: float) -> Config:
+        self.config, self._pending = config, True
+        seconds = now - (self._began or now)
+        self.decisions.append(TuningDecision(seconds, *config, reason, share, rate))
+        return config
