@@ -7,6 +7,10 @@
   Ray's overhead, not a gain: the gain is more CPUs than one host has.
 - `ImagesOnRay.track_ms_per_chunk_scheduling`: what one chunk costs the consumer beyond
   its work: a plan of 1-element chunks of an identity map, seconds per chunk.
+- `ImagesOnRay.track_cpu_per_chunk_ratio_to_local`: the CPU time (user + system) of
+  this process and every process under it (the Ray cluster's, or the local workers')
+  per chunk of the image pipeline on Ray, over the same with local workers (target
+  <= 1.2).
 - `ImagesOnRay.track_batch_bytes_copied`: bytes of a batch's arrays that are copies
   rather than views into Ray's object store (0: the consumer reads them in place).
 
@@ -17,11 +21,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
 import timeit
 import warnings
+from collections.abc import Callable
 
 import chute
 
@@ -49,6 +55,33 @@ def start_ray() -> bool:
             runtime_env={"env_vars": {"PYTHONPATH": path}},
         )
     return True
+
+
+def tree_cpu_seconds() -> dict[int, float]:
+    """CPU seconds (user + system) used so far by this process and each one under it, by pid.
+
+    The Ray cluster that `ray.init` started here (its raylet, its workers) and local
+    worker processes are all under this one.
+    """
+    import psutil
+
+    used = {}
+    me = psutil.Process()
+    for process in [me, *me.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        used[process.pid] = times.user + times.system
+    return used
+
+
+def cpu_seconds_of(run: Callable[[], object]) -> float:
+    """The CPU seconds this process tree spent during `run()` (of processes alive at its end)."""
+    before = tree_cpu_seconds()
+    run()
+    after = tree_cpu_seconds()
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
 
 
 class ImagesOnRay:
@@ -92,6 +125,22 @@ class ImagesOnRay:
         return median_ratio(self._ray, self._local, repeats=3)
 
     track_ratio_to_mp_prefetch.unit = "ratio"  # type: ignore[attr-defined]
+
+    def track_cpu_per_chunk_ratio_to_local(self) -> float:
+        """CPU seconds of the process tree per pass on Ray over those with local workers.
+
+        Both passes run the same chunks (the same plan, cut the same way), so the ratio
+        of CPU per pass is the ratio of CPU per chunk. Medians of 3 pairs, alternately.
+        """
+        self._local()  # Warm: the local workers have started (and are parked between).
+        ratios = []
+        for repeat in range(3):
+            runs = (self._ray, self._local) if repeat % 2 == 0 else (self._local, self._ray)
+            spent = {run.__name__: cpu_seconds_of(run) for run in runs}
+            ratios.append(spent["_ray"] / spent["_local"])
+        return statistics.median(ratios)
+
+    track_cpu_per_chunk_ratio_to_local.unit = "ratio"  # type: ignore[attr-defined]
 
     def track_ms_per_chunk_scheduling(self) -> float:
         start = time.perf_counter()

@@ -4,7 +4,9 @@ The plan travels once per Ray worker process: the task gets a reference to the s
 bytes (inside a list, so Ray does not fetch them for every task), and each worker
 process keeps the loaded plan under its key. The result travels back through Ray's
 object store: array outputs are serialised out of band, so the consumer reads them in
-place, without a copy. An exception comes back as a `WorkerFailure` (its type, notes,
+place, without a copy. Like a local worker, a Ray worker has glibc keep the memory it
+frees (`keep_freed_memory`), so the arrays of each chunk reuse the last one's pages
+instead of faulting in new ones. An exception comes back as a `WorkerFailure` (its type, notes,
 traceback and how many outputs came before it), never as a Ray error. A task whose
 iterator no longer wants it (closed, restored, or past an error: see `_ray_board`)
 returns `("cancelled", None)`: without running its chunk if it has not started, or
@@ -19,7 +21,7 @@ from typing import Any
 
 from ._chunk_cancel import ChunkCancelled
 from ._ray_board import still_wanted
-from ._worker import WorkerFailure, counted, load_plan
+from ._worker import WorkerFailure, counted, keep_freed_memory, load_plan
 
 __all__ = ["run_chunk"]
 
@@ -53,6 +55,7 @@ def run_chunk(
             import ray
 
             plan_bytes, init_bytes = ray.get(holder[0])
+            keep_freed_memory()  # As a local worker: no fresh pages for each chunk's arrays.
             plan = load_plan(plan_bytes, init_bytes, worker, workers)
             while len(_PLANS) >= _KEEP:
                 _PLANS.pop(next(iter(_PLANS)))

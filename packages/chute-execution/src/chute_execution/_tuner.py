@@ -8,9 +8,10 @@ workers and the next one are left out):
   second rose by `GAIN`, and reverted otherwise; the direction it tried is then left
   alone for `RETRY` measurements;
 - while the consumer waits for input for `WAIT_SHARE` of the time or more, it tries
-  more workers (0 -> 2, then x1.5, at least +1), and when those are at their bound or
-  were refused, deeper buffers (x2); never past `AutotuneOptions`' bounds, and never
-  so that workers x (buffer + 1) x the largest chunk seen exceeds the memory budget;
+  more workers (0 -> 2, then x1.5, at least +1); when those are at their bound or were
+  refused, more threads reading each chunk (0 -> 4, then x2: reads that wait on storage);
+  then deeper buffers (x2); never past `AutotuneOptions`' bounds, and never so that
+  workers x (buffer + 1) x the largest chunk seen exceeds the memory budget;
 - a consumer that waits less is left as it is: it is not short of input.
 """
 
@@ -32,8 +33,15 @@ GAIN = 0.05
 RETRY = 40
 """Measurements before a direction whose trial was reverted is tried again."""
 
-Config = tuple[int, int]
-"""(workers, chunks per worker ahead of the consumer)."""
+_DIRECTIONS = {
+    "workers": "more workers",
+    "threads": "more read threads",
+    "buffer": "deeper buffers",
+}
+"""What the tuner tries, in this order, and how its decisions name each."""
+
+Config = tuple[int, int, int]
+"""(workers, chunks per worker ahead of the consumer, threads reading each chunk)."""
 
 
 class Tuner:
@@ -43,20 +51,22 @@ class Tuner:
         options: the bounds.
         workers: the workers it starts with.
         buffer_size: the chunks per worker it starts with.
+        read_threads: the read threads it starts with.
         clock: seconds, monotonic (a test may pass its own).
 
     Example:
         >>> now = [0.0]
-        >>> tuner = Tuner(AutotuneOptions(max_workers=4, interval_seconds=1.0), 0, 2,
+        >>> tuner = Tuner(AutotuneOptions(max_workers=4, interval_seconds=1.0), 0, 2, 0,
         ...               clock=lambda: now[0])
         >>> changes = []
         >>> for step in range(4):  # Units of 100 positions, the consumer waiting throughout.
         ...     now[0] += 0.5
         ...     changes.append(tuner.record(100, 0.5, 0))
         >>> changes, tuner.config
-        ([None, None, (2, 2), None], (2, 2))
-        >>> print(tuner.decisions[0])
-        1.0 s: more workers -> 2 workers x 2 chunks (waited 100% for input at 200 positions/s)
+        ([None, None, (2, 2, 0), None], (2, 2, 0))
+        >>> decision = tuner.decisions[0]
+        >>> decision.reason, decision.seconds, decision.input_wait, decision.rate
+        ('more workers', 1.0, 1.0, 200.0)
     """
 
     def __init__(
@@ -64,10 +74,11 @@ class Tuner:
         options: AutotuneOptions,
         workers: int,
         buffer_size: int,
+        read_threads: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.options = options
-        self.config: Config = (workers, buffer_size)
+        self.config: Config = (workers, buffer_size, read_threads)
         self.decisions: list[TuningDecision] = []
         self._clock = clock
         self._began: float | None = None
@@ -120,26 +131,29 @@ class Tuner:
                 return self._change(before, "reverted", now, share, rate)
         if share < WAIT_SHARE:
             return None
-        for direction in ("workers", "buffer"):
+        for direction in _DIRECTIONS:
             refused = self._refused.get(direction)
             if refused is not None and self.measurements - refused < RETRY:
                 continue
             step = self._step(direction)
             if step is not None:
                 self._trial = (self.config, rate, direction)
-                reason = "more workers" if direction == "workers" else "deeper buffers"
-                return self._change(step, reason, now, share, rate)
+                return self._change(step, _DIRECTIONS[direction], now, share, rate)
         return None
 
     def _step(self, direction: str) -> Config | None:
-        workers, buffer_size = self.config
+        workers, buffer_size, threads = self.config
+        step: Config | None = None
         if direction == "workers":
             limit = self.options.workers_limit()
             more = min(limit, 2 if workers == 0 else max(workers + 1, workers * 3 // 2))
-            step = (more, buffer_size) if more > workers else None
+            step = (more, buffer_size, threads) if more > workers else None
+        elif direction == "threads":
+            more = min(self.options.max_read_threads, max(4, 2 * threads))
+            step = (workers, buffer_size, more) if more > threads else None
         else:
             deeper = min(self.options.max_buffer_size, 2 * buffer_size)
-            step = (workers, deeper) if workers and deeper > buffer_size else None
+            step = (workers, deeper, threads) if workers and deeper > buffer_size else None
         if step is None or step[0] * (step[1] + 1) * self._largest > self._budget():
             return None
         return step

@@ -15,7 +15,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ._autotune_options import AutotuneOptions, TuningDecision
+from ._chunk_plan import ChunkPlan
 from ._mp_options import MultiprocessingOptions
+from ._shipping import ship
 from ._trace import complete_event
 from ._tuner import Config, Tuner
 
@@ -29,6 +31,9 @@ class Tuning:
     """The autotuner's side of `MultiprocessPrefetchIter` (a mixin)."""
 
     _options: MultiprocessingOptions
+    _plan: ChunkPlan
+    _caller: str
+    _shipped: tuple[bytes, bytes | None] | None
     _trace: ConsumerTrace | None
     _first_unit: int
     _next_submit: int
@@ -43,7 +48,8 @@ class Tuning:
         if autotune is False:
             return
         bounds = AutotuneOptions() if autotune is True else autotune
-        self._tuner = Tuner(bounds, options.num_workers, options.per_worker_buffer_size)
+        start = (options.num_workers, options.per_worker_buffer_size, self._plan.read_threads)
+        self._tuner = Tuner(bounds, *start)
 
     def most_workers(self) -> int:
         """The most workers this iterator may run (the autotuner's bound, or the count)."""
@@ -81,9 +87,16 @@ class Tuning:
 
     def _switch(self, chunk: int, config: Config) -> None:
         began = time.perf_counter_ns()
-        workers, buffer_size = config
+        workers, buffer_size, threads = config
         if self._options.num_workers:
             self.close()  # Parked: a revert, or a later iterator, takes them over.
+        if threads != self._plan.read_threads:
+            self._plan = dataclasses.replace(self._plan, read_threads=threads)
+            if self._trace is not None:
+                self._trace.plan = dataclasses.replace(self._trace.plan, read_threads=threads)
+            if self._shipped is not None:  # The next workers load the new plan.
+                plan = ship(self._plan, self._plan.parts(), self._caller)
+                self._shipped = (plan, self._shipped[1])
         self._options = dataclasses.replace(
             self._options, num_workers=workers, per_worker_buffer_size=buffer_size
         )
@@ -93,7 +106,11 @@ class Tuning:
         assert self._tuner is not None
         self._tuner.applied()
         if self._trace is not None:
-            about: dict[str, Any] = {"workers": workers, "buffer_size": buffer_size}
+            about: dict[str, Any] = {
+                "workers": workers,
+                "buffer_size": buffer_size,
+                "read_threads": threads,
+            }
             end = time.perf_counter_ns()
             self._trace.recorder.add([complete_event("autotune", "workers", began, end, about)])
 

@@ -40,7 +40,7 @@ from ._chunk_trace import ChunkTrace
 from ._shipping import unship
 from ._transport.writer import SlabWriter
 
-__all__ = ["READY", "STOPPED", "WorkerFailure", "load_plan", "worker_main"]
+__all__ = ["READY", "STOPPED", "WorkerFailure", "keep_freed_memory", "load_plan", "worker_main"]
 
 STOPPED = "stopped"
 """What a worker sends once it has stopped on request, its slabs given back."""
@@ -192,7 +192,7 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters.
 _HEAP_KEEPS = 256 * 2**20
 
 
-def _keep_freed_memory() -> None:
+def keep_freed_memory() -> None:
     """Has glibc's malloc keep freed memory in this worker for reuse.
 
     A transform that makes a fresh array of a few MiB per element (`np.full`, a
@@ -200,6 +200,9 @@ def _keep_freed_memory() -> None:
     large blocks, or trims its heap, at each free), and faulting them in costs more
     than filling them (3.5x for 2 MiB arrays here). Blocks below 32 MiB then come from
     the heap, which keeps up to 256 MiB free: the worker's memory stays at its peak.
+
+    Example:
+        >>> keep_freed_memory()  # For worker processes; it only sets two malloc limits.
     """
     if not sys.platform.startswith("linux"):
         return
@@ -300,7 +303,7 @@ def worker_main(
     writers: list[SlabWriter] = []  # The writer, once made: SIGTERM frees its slabs.
     exiting = threading.Lock()
     _exit_cleanly_on_sigterm(writers, exiting)
-    _keep_freed_memory()
+    keep_freed_memory()
     if num_workers >= _cores():
         read_one_by_one()  # The cores are the workers': no native read pool on top.
     _watch_parent(writers, exiting)
