@@ -391,22 +391,3 @@ def test_a_random_map_after_the_shard_reshards_each_record_once(key):
     unsharded = dict(make(0, 1))
     same = sum(unsharded[x] == noise for x, noise in seen)
     assert same == 60 if key == "record" else same < 60
-
-
-def _loader(index, count):
-    options = chute.ShardOptions(shard_index=index, shard_count=count)
-    sampler = chute.IndexSampler(40, shard_options=options, shuffle=True, seed=0, num_epochs=1)
-    return chute.DataLoader(data_source=chute.RangeSource(40), sampler=sampler, worker_count=0)
-
-
-def test_a_data_loader_whose_sampler_shards_is_refused_when_built_and_at_restore():
-    with pytest.raises(ReshardError) as built:
-        chute.checkpoint.check_reshardable(iter(_loader(1, 2)))
-    assert str(built.value).startswith(
-        "this chute.DataLoader's IndexSampler reads shard 1 of 2 by itself (shard_options)"
-    )
-    olds = [iter(_loader(i, 2)) for i in range(2)]
-    next(olds[0])
-    with pytest.raises(ReshardError, match="reads shard 0 of 2 by itself"):
-        reshard([make_document(it, i, 2) for i, it in enumerate(olds)], 3)
-    chute.checkpoint.check_reshardable(iter(_loader(0, 1)))  # One shard: a global pipeline.

@@ -103,6 +103,22 @@ def test_read_threads_grow_while_they_pay():
     assert _feed(tuner, clock, 3200, 1.0, 6) == [(1, 4, 8)]  # Then buffers.
 
 
+def test_the_first_unit_of_each_new_worker_is_left_out():
+    clock = Clock()
+    tuner = _tuner(clock)
+    assert _feed(tuner, clock, 800, 1.0, 5) == [(2, 2, 0)]
+    tuner.record(0, 0.0, 0)  # Unit 6 was asked for before the change applied: pending.
+    tuner.applied(2)
+    # The two workers' first units come together once they started: neither counts.
+    assert tuner.record(100, 0.125, 0) is None and tuner.record(100, 0.0, 0) is None
+    opened = clock.now
+    clock.now += 0.5
+    assert tuner.record(400, 0.5, 0) is None  # 0.5 s after the last of them: one unit.
+    clock.now += 0.125
+    assert tuner.record(50, 0.125, 0) == (0, 2, 0)  # 450 positions / 0.625 s: reverted.
+    assert tuner.decisions[-1].rate == pytest.approx(450 / (clock.now - opened))
+
+
 def test_a_consumer_that_hardly_waits_is_left_alone():
     clock = Clock()
     tuner = _tuner(clock, workers=1)
@@ -252,6 +268,18 @@ def test_a_restore_while_a_change_waits_for_units_in_flight():
     iterator.set_state(state)
     assert_trees_equal(taken[:3] + list(iterator), expected)
     assert iterator.num_workers == 3 and not iterator.holding_units()
+
+
+def test_a_change_waiting_when_the_pool_closes_applies_at_the_next_unit():
+    plan = _filtered_plan()
+    options = MultiprocessingOptions(2, 2, autotune=True)
+    expected = list(MultiprocessPrefetchIter(plan, MultiprocessingOptions(0)))
+    iterator = _scripted(lambda: MultiprocessPrefetchIter(plan, options), {1: (3, 1, 0)})
+    taken = [next(iterator) for _ in range(3)]
+    assert iterator.holding_units()
+    iterator.close()  # Nothing is in flight now; next() goes on where it was.
+    assert_trees_equal(taken + list(iterator), expected)
+    assert iterator.num_workers == 3
 
 
 def test_the_tuner_measures_real_workers_and_the_output_is_unchanged():

@@ -43,7 +43,7 @@ def test_wrong_options_say_what_to_write():
         TypeError,
         match=r"^mp_prefetch: .*unexpected keyword argument 'workers'; the fields of "
         r"MultiprocessingOptions: num_workers, per_worker_buffer_size, start_method, "
-        r"worker_timeout, idle_worker_seconds\.$",
+        r"worker_timeout, idle_worker_seconds, autotune\.$",
     ):
         _ds().mp_prefetch(workers=2)
     with pytest.raises(TypeError, match=r"^ray_prefetch: options must be a chute\.RayOptions"):

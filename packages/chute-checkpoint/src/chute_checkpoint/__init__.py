@@ -58,7 +58,7 @@ from ._reshard import reshard_for as reshard_for
 from ._reshard_check import ReshardRun as ReshardRun
 from ._reshard_check import assert_reshards as assert_reshards
 from ._reshard_check import rows as rows
-from ._reshard_stages import check_reshardable as check_reshardable
+from ._reshard_shards import check_reshardable as check_reshardable
 
 if TYPE_CHECKING:
     from ._orbax import CheckpointHandler as CheckpointHandler

@@ -42,19 +42,27 @@ from typing import Any
 
 import numpy as np
 
-from chute_core import is_declared, stage_traits
+from chute_core import StageTraits, is_declared, stage_traits
 from chute_samplers import upstream_iterators
 
 __all__ = [
     "PERFORMANCE_PARAMETERS",
     "PIPELINE_ATTRIBUTE",
+    "STAGE_TRAITS_ATTRIBUTE",
     "describe_pipeline",
     "describe_value",
     "fingerprint",
+    "stage_traits_of",
 ]
 
 PIPELINE_ATTRIBUTE = "chute_pipeline"
 """The iterator attribute holding a zero-argument callable that describes its pipeline."""
+
+STAGE_TRAITS_ATTRIBUTE = "chute_stage_traits"
+"""The iterator attribute (beside `chute_pipeline`) mapping ops of its pipeline to what
+they do in it (`chute_core.StageTraits`), where that depends on the pipeline: a
+`chute.DataLoader`'s `operation` stages keep positions unless one is a flat map. A
+checkpoint carries them with the declared traits (never in its fingerprint)."""
 
 PERFORMANCE_PARAMETERS = frozenset(
     {
@@ -111,6 +119,32 @@ def describe_pipeline(iterator: object) -> dict[str, Any]:
         except TypeError:
             pass
     return copy.deepcopy(cached)
+
+
+def stage_traits_of(iterator: object) -> dict[str, StageTraits]:
+    """The traits `iterator`'s pipeline gives its own ops (`STAGE_TRAITS_ATTRIBUTE`).
+
+    Found on the iterator that describes the pipeline, through wrappers as
+    `describe_pipeline` finds it; empty when it gives none.
+
+    Example:
+        >>> import chute
+        >>> stage_traits_of(iter(chute.MapDataset.range(3).to_iter_dataset()))
+        {}
+    """
+    for _ in range(_MAX_WRAPPERS + 1):
+        if getattr(iterator, PIPELINE_ATTRIBUTE, None) is not None:
+            found = getattr(iterator, STAGE_TRAITS_ATTRIBUTE, None)
+            if not isinstance(found, Mapping):
+                return {}
+            return {
+                str(op): traits for op, traits in found.items() if isinstance(traits, StageTraits)
+            }
+        inner = _wrapped(iterator)
+        if inner is None:
+            return {}
+        iterator = inner
+    return {}
 
 
 def _describe_iterator(iterator: object, depth: int) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from chute_core import (
 )
 
 from ._changes import refused_changes
-from ._describe import describe_pipeline, fingerprint
+from ._describe import describe_pipeline, fingerprint, stage_traits_of
 from ._differences import pipeline_differences
 from ._document_shape import check_pipeline
 from ._errors import CheckpointError, CheckpointFormatError, PipelineMismatchError
@@ -142,7 +142,7 @@ def make_document(
         "version": FORMAT_VERSION,
         "fingerprint": fingerprint(pipeline),
         "pipeline": pipeline,
-        "traits": traits_of_ops(pipeline),
+        "traits": {**traits_of_ops(pipeline), **_own_traits(iterator)},
         "state": iterator.get_state(),
         "process_index": index,
         "process_count": count,
@@ -155,6 +155,11 @@ def make_document(
             f"get_state() must return dicts, lists, strings, finite numbers, bools and None."
         ) from error
     return document
+
+
+def _own_traits(iterator: object) -> dict[str, Any]:
+    """What the iterator's pipeline says its own ops do, as JSON (`stage_traits_of`)."""
+    return {op: traits.as_json() for op, traits in stage_traits_of(iterator).items()}
 
 
 def dumps_document(document: Mapping[str, Any]) -> str:

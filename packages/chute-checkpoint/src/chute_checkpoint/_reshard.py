@@ -20,6 +20,10 @@ Two kinds of pipeline continue exactly on another number of JAX processes:
   A `MapDataset.batch(b)` after the shard counts positions in batches, which cannot be
   split between processes: such states reshard only from processes in lockstep, and
   where `j * n` splits into whole batches.
+- A `chute.DataLoader` whose `IndexSampler` takes shard `i` of `n` (`shard_options`)
+  takes a stride of each epoch rather than of the whole stream: it reshards the same
+  way, with the global positions counted epoch by epoch (`Frontier.epoch`), so each
+  record of each epoch comes once on any process count.
 
 Anything else (global pipelines at different states, stages that reorder or hold
 elements after the shard) raises `ReshardError` saying why.
@@ -32,41 +36,45 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chute_core import PositionLayout
-from chute_execution.internal import CHUNK_POSITIONS, THROUGH
 from chute_samplers.internal import (
-    FRONTIER,
-    READER_POSITIONS,
     Frontier,
+    first_position,
     is_watermark,
     level_of,
+    residue,
     watermark,
 )
 
 from ._describe import describe_pipeline, fingerprint
-from ._document_shape import check_positions, damaged_state, integer_parameter
 from ._errors import ReshardError
 from ._format import MAX_PROCESS_COUNT, process_position, validate_document
 from ._reshard_budgets import budget_failures, share_failures
 from ._reshard_mix import MixPlan, mix_document, mix_plan, mixture_shard
+from ._reshard_positions import frontier_of, moved_state, position_of
+from ._reshard_shards import (
+    check_divisible,
+    doc_name,
+    epoch_of,
+    find_shard,
+    own_chunk_size,
+    set_shard,
+    shard_of,
+    stages_after,
+    take_chunk_sizes,
+    takes_shard,
+    without_chunk_sizes,
+)
 from ._reshard_splits import assign_skips, delivered_ahead
 from ._reshard_stages import (
     check_declared,
-    check_loader_shards,
-    later_stages,
     mixes_sharded,
     reading_traits,
     remember_traits,
-    shard_params,
     shard_stage,
-    traits_of,
 )
-from ._reshard_windows import inner_state, merge_taken, rebuild_state, taken_ahead
+from ._reshard_windows import merge_taken, taken_ahead
 
 __all__ = ["reshard", "reshard_for"]
-
-_LAYOUTS: tuple[PositionLayout, ...] = (READER_POSITIONS, CHUNK_POSITIONS)
-"""The state layouts that hold a stream's position, each owned by the layer that keeps it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +96,7 @@ class _Plan:
     # A flat map's elements delivered in part: (global position, outputs delivered).
     delivered: tuple[tuple[int, int], ...] = ()
     taken: tuple[int, ...] = ()  # Global positions above it consumed one by one.
+    epoch: int = 0  # Records per epoch of a sampler's per-epoch stride (0: the stream's).
 
 
 def reshard(documents: Sequence[Mapping[str, Any]], process_count: int) -> list[dict[str, Any]]:
@@ -171,17 +180,19 @@ def _reshard_into(
         return _document(plan, *mixture_shard(describe_pipeline(iterator)["stages"]), index, count)
     if plan.shard_at is None:
         return _document(plan, 0, 1, index, count)
-    stages = describe_pipeline(iterator)["stages"]
+    pipeline = describe_pipeline(iterator)
     at = plan.shard_at
-    if len(stages) <= at or not traits_of(stages[at]).shard:
+    if len(pipeline["stages"]) <= at or not takes_shard(pipeline["stages"][at]):
         raise ReshardError(
             f"the checkpoint's pipeline shards at stage {at} (.shard(i, n)), but this "
             f"iterator's pipeline has no shard stage there (its stages: "
-            f"{[item['op'] for item in stages]}); restore into the same pipeline."
+            f"{[item['op'] for item in pipeline['stages']]}); restore into the same pipeline."
         )
-    params = stages[at]["params"]
-    shard_index, shard_count = shard_params(stages[at])
-    return _document(plan, int(params[shard_index]), int(params[shard_count]), index, count)
+    shard_index, shard_count = shard_of(pipeline["stages"][at], at, "the iterator's pipeline")
+    document = _document(plan, shard_index, shard_count, index, count)
+    if plan.levels is not None:  # A state at a position: it restores with any chunk size.
+        take_chunk_sizes(document, pipeline["stages"])
+    return document
 
 
 def _plan(documents: Sequence[Mapping[str, Any]]) -> _Plan | MixPlan:
@@ -195,14 +206,13 @@ def _plan(documents: Sequence[Mapping[str, Any]]) -> _Plan | MixPlan:
     ]
     remember_traits(checked)
     _check_all_processes(checked)
-    check_loader_shards(checked[0]["pipeline"])
     stages = checked[0]["pipeline"]["stages"]
     check_declared(stages)  # What an op does to positions must be known to reshard.
     if mixes_sharded(stages):
         plan = mix_plan(checked, _branch_plan)
         counts = [budget_failures(d["state"], f"state {d['process_index']}") for d in checked]
         return dataclasses.replace(plan, failures=tuple(map(sum, zip(*counts, strict=True))))
-    at = shard_stage(stages, checked[0]["pipeline"].get("kind"))
+    at = find_shard(stages, checked[0]["pipeline"].get("kind"))
     return _global_plan(checked) if at is None else _sharded_plan(checked, at)
 
 
@@ -251,18 +261,17 @@ def _global_plan(documents: list[dict[str, Any]]) -> _Plan:
 def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
     by_shard: dict[int, dict[str, Any]] = {}
     first = documents[0]
-    index_name, count_name = shard_params(first["pipeline"]["stages"][at])
-    count = integer_parameter(first["pipeline"]["stages"][at], at, count_name, 1, "state 0")
-    common = _without_shard_index(first, at, index_name)
+    _, count = shard_of(first["pipeline"]["stages"][at], at, "state 0")
+    epoch = epoch_of(first["pipeline"]["stages"][at])
+    common = _without_shard_index(first, at)
     shards: list[int] = []
     for number, document in enumerate(documents):
-        if _without_shard_index(document, at, index_name) != common:
+        if _without_shard_index(document, at) != common:
             raise ReshardError(
                 f"state {number} is of a different pipeline than state 0 (beyond the shard "
                 "index); reshard only the states of one training run."
             )
-        stage = document["pipeline"]["stages"][at]
-        shard = integer_parameter(stage, at, index_name, 0, f"state {number}")
+        shard, _ = shard_of(document["pipeline"]["stages"][at], at, f"state {number}")
         shards.append(shard)
         same = by_shard.setdefault(shard, document)
         if same["state"] != document["state"]:
@@ -277,13 +286,13 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
             "once: pass the states of all processes."
         )
     ordered = [by_shard[shard] for shard in range(count)]
-    unit, chunk_size = later_stages(first["pipeline"]["stages"], at)
+    unit, chunk_size = stages_after(first["pipeline"]["stages"], at)
     frontiers = [
-        _frontier(doc["state"], shard, count, f"state {doc['process_index']}")
+        frontier_of(doc["state"], shard, count, epoch, f"state {doc['process_index']}")
         for shard, doc in enumerate(ordered)
     ]
-    positions = [
-        _position(doc["state"], chunk_size, doc["pipeline"], f"state {doc['process_index']}", f)
+    positions = [  # Each with its own chunk size: a default one follows the shard's length.
+        position_of(doc["state"], own_chunk_size(doc, at), doc["pipeline"], doc_name(doc), f)
         for doc, f in zip(ordered, frontiers, strict=True)
     ]
     counts = [budget_failures(doc["state"], f"state {doc['process_index']}") for doc in ordered]
@@ -292,7 +301,7 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
         states = [doc["state"] for doc in ordered]
         stages = first["pipeline"]["stages"][at + 1 :]
         taken = taken_ahead(states, positions, count, stages, "the state of shard")
-        plan = _elastic_plan(first, at, positions, frontiers, chunk_size, taken)
+        plan = _elastic_plan(first, at, positions, frontiers, chunk_size, taken, epoch)
         delivered = delivered_ahead(states, positions, count, "the state of shard")
         return dataclasses.replace(plan, failures=failures, delivered=delivered)
     if len(set(positions)) != 1 or any(frontiers):
@@ -312,6 +321,7 @@ def _elastic_plan(
     frontiers: list[Frontier | None],
     chunk_size: int | None,
     taken: tuple[int, ...],
+    epoch: int = 0,
 ) -> _Plan:
     """The plan that continues shards at any `positions`, and `taken` ahead of them."""
     levels: list[tuple[int, tuple[int, ...]]] = []
@@ -319,10 +329,10 @@ def _elastic_plan(
         for level in () if frontier is None else frontier.levels:
             if level not in levels:  # Every process holds the levels it has not passed.
                 levels.append(level)
-    newest = level_of(positions)
+    newest = level_of(positions, epoch)
     low = watermark(newest)
     levels = [level for level in levels if max(level[1]) > low]
-    if not is_watermark(newest):
+    if not is_watermark(newest, epoch):
         levels.append(newest)
     olds = [() if frontier is None else frontier.taken for frontier in frontiers]
     taken = merge_taken(taken, *olds, below=low)
@@ -334,74 +344,23 @@ def _elastic_plan(
         levels=tuple(levels),
         watermark=low,
         taken=taken,
+        epoch=epoch,
     )
 
 
-def _frontier(state: Any, shard: int, count: int, where: str) -> Frontier | None:
-    leaf = _leaf(state)
-    if FRONTIER not in leaf:
-        return None
-    try:
-        frontier = Frontier.from_json(leaf[FRONTIER], where)
-    except ValueError as error:
-        raise ReshardError(str(error)) from None
-    if (frontier.index, frontier.count) != (shard, count):
-        raise ReshardError(
-            f"{where} holds the frontier of shard {frontier.index} of {frontier.count}, but is "
-            f"of shard {shard} of {count}; the file is damaged or of another pipeline."
-        )
-    return frontier
+def _without_shard_index(document: dict[str, Any], at: int) -> list[Any] | None:
+    """The document's pipeline with the shard index and chunk sizes blanked (None: no `at`).
 
-
-def _without_shard_index(document: dict[str, Any], at: int, name: str) -> list[Any] | None:
-    """The document's pipeline with the shard index blanked; None without a stage `at`."""
+    The default chunk size follows the length of the shard, so shards of one run may
+    differ in it; it never changes the elements.
+    """
     stages = copy.deepcopy(document["pipeline"]["stages"])
     if len(stages) <= at:
         return None
-    stages[at]["params"][name] = None
+    if takes_shard(stages[at]):  # Else it differs from the first: the caller says so.
+        set_shard(stages[at], None)
+    without_chunk_sizes(stages)
     return [document["pipeline"].get("kind"), *stages]
-
-
-def _position(
-    state: Any,
-    chunk_size: int | None,
-    pipeline: Mapping[str, Any],
-    where: str,
-    frontier: Frontier | None = None,
-) -> int:
-    leaf = {k: v for k, v in _leaf(state).items() if k != FRONTIER}
-    check_positions(leaf, where)  # Counters only: int() would hide "4", 4.5 or True.
-    drops = any(traits_of(item).drops for item in pipeline["stages"])
-    if frontier is not None and leaf.get("offset") and THROUGH not in leaf:  # Skips in a unit.
-        if drops:
-            raise ReshardError(
-                f"{where} is inside a unit of a filtered stream, where the offset counts kept "
-                "elements, not positions; save at a unit boundary."
-            )
-        leaf = {
-            "position": frontier.skip_kept(int(leaf["position"]), int(leaf["offset"])),
-            "offset": 0,
-        }
-    for layout in _LAYOUTS:
-        try:
-            position = layout.read(leaf, chunk_size, drops)
-        except ValueError as error:
-            raise ReshardError(str(error)) from None
-        if position is not None:
-            return position
-    raise ReshardError(f"cannot find the stream position in the state {state!r:.200}.")
-
-
-def _leaf(state: Any) -> dict[str, Any]:
-    while isinstance(state, dict):
-        try:
-            inner = inner_state(state)
-        except ValueError as error:
-            raise ReshardError(str(error)) from None
-        if inner is None:
-            return state
-        state = inner
-    raise ReshardError(f"cannot find the stream position in the state {state!r:.200}.")
 
 
 def _document(
@@ -425,9 +384,7 @@ def _document(
     consumed = plan.local * plan.count
     if consumed % (shard_count * plan.unit):
         raise ReshardError(_indivisible(plan, consumed, shard_count, process_count))
-    stage = document["pipeline"]["stages"][plan.shard_at]
-    index_name, count_name = shard_params(stage)
-    stage["params"][index_name], stage["params"][count_name] = shard_index, shard_count
+    set_shard(document["pipeline"]["stages"][plan.shard_at], shard_index, shard_count)
     document["fingerprint"] = fingerprint(document["pipeline"])
     position = consumed // shard_count // plan.unit
     document["state"] = _moved(document["state"], position, plan, shard_count)
@@ -441,16 +398,17 @@ def _continued(
     """Shard `shard_index` of `shard_count`, from the watermark on, skipping the frontier."""
     assert plan.shard_at is not None and plan.levels is not None
     stage = document["pipeline"]["stages"][plan.shard_at]
-    index_name, count_name = shard_params(stage)
-    stage["params"][index_name], stage["params"][count_name] = shard_index, shard_count
+    check_divisible(stage, plan.count, shard_count)
+    set_shard(stage, shard_index, shard_count)
     document["fingerprint"] = fingerprint(document["pipeline"])
-    start = max(0, -(-(plan.watermark - shard_index) // shard_count))  # First global >= it.
-    taken = tuple(g for g in plan.taken if g % shard_count == shard_index)
-    frontier = Frontier(shard_index, shard_count, plan.levels, taken).after(start)
+    epoch = plan.epoch
+    start = first_position(plan.watermark, shard_index, shard_count, epoch)
+    taken = tuple(g for g in plan.taken if residue(g, shard_count, epoch) == shard_index)
+    frontier = Frontier(shard_index, shard_count, plan.levels, taken, epoch).after(start)
     if frontier is None and stage["params"].get("drop_remainder") is True:
         # Shards of another count drop another remainder, so `start` may lie past this
         # shard's end: a reader clamps the position of a state with a frontier.
-        frontier = Frontier(shard_index, shard_count, ())
+        frontier = Frontier(shard_index, shard_count, (), (), epoch)
     document["state"] = _moved(document["state"], start, plan, shard_count, frontier)
     assign_skips(document["state"], plan.delivered, shard_index, shard_count)
     share_failures(document["state"], plan.failures, shard_index, shard_count)
@@ -482,18 +440,5 @@ def _who(shards: int, processes: int) -> str:
 def _moved(
     state: Any, position: int, plan: _Plan, new: int, frontier: Frontier | None = None
 ) -> Any:
-    inner = inner_state(state)
-    if inner is not None:
-        moved = _moved(dict(inner), position, plan, new, frontier)
-        try:
-            return rebuild_state(state, moved, (plan.count, new))
-        except (TypeError, ValueError, OverflowError) as error:  # A counter of another type.
-            raise damaged_state(state, error, f"state {plan.base['process_index']}") from error
-    for layout in _LAYOUTS:
-        if layout.read(state, plan.chunk_size, False) is not None:
-            written = layout.write(position, plan.chunk_size)
-            if frontier is None:
-                return written
-            written[FRONTIER] = frontier.to_json()
-            return written
-    raise ReshardError(f"cannot find the stream position in the state {state!r:.200}.")
+    where = f"state {plan.base['process_index']}"
+    return moved_state(state, position, plan.chunk_size, (plan.count, new), where, frontier)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ._format import apply_document, make_document
-from ._reshard import reshard
+from ._reshard import reshard_for
 
 __all__ = ["ReshardRun", "assert_reshards", "rows"]
 
@@ -118,7 +118,7 @@ def assert_reshards(
 
     `from_processes` iterators (`iter(make_pipeline(i, from_processes))`, as process
     `i` would build its pipeline) each stop after a random number of elements (drawn
-    with `seed`, different per process), save their states, and `reshard` gives the
+    with `seed`, different per process), save their states, and `reshard_for` gives the
     states of the next count in `to_processes` (one count, or several in turn), whose
     processes stop at random points again; the last ones run to the end. The states go
     through JSON, as in a checkpoint. Across the run, every record of an uninterrupted
@@ -174,8 +174,9 @@ def assert_reshards(
         iterators: list[Any] = [iter(make_pipeline(index, count)) for index in range(count)]
         try:
             if documents is not None:
-                for index, document in enumerate(reshard(documents, count)):
-                    apply_document(iterators[index], document)
+                for index, it in enumerate(iterators):  # As `restore` does it.
+                    document = reshard_for(documents, it, process_index=index, process_count=count)
+                    apply_document(it, document)
             if number == len(counts) - 1:
                 for it in iterators:
                     for element in it:

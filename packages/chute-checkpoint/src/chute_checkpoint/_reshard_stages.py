@@ -14,7 +14,6 @@ from typing import Any
 
 from chute_core import StageTraits, declared_stages, is_declared, stage_traits
 
-from ._describe import describe_pipeline
 from ._document_shape import integer_parameter
 from ._errors import ReshardError
 from ._stage_traits import saved_traits
@@ -22,8 +21,6 @@ from ._stage_traits import saved_traits
 __all__ = [
     "branches",
     "check_declared",
-    "check_loader_shards",
-    "check_reshardable",
     "later_stages",
     "mixes_sharded",
     "reading_traits",
@@ -174,39 +171,6 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
     return unit, chunk_size
 
 
-def check_reshardable(iterator: object) -> None:
-    """Raises `ReshardError` now if `iterator`'s states could not continue on another count.
-
-    Call it where the pipeline is built (or before the first save) to learn of a stage
-    that resharding refuses at startup, not after a preemption. A pipeline that passes
-    continues on any process count from states saved at any positions, except after a
-    `MapDataset.batch` that follows the shard, which needs the processes in lockstep
-    (the error at restore says so).
-
-    Raises:
-        ReshardError: the reason, as a restore on another count would give it.
-
-    Example:
-        >>> import chute
-        >>> ds = chute.MapDataset.range(8).shard(0, 2).to_iter_dataset()
-        >>> check_reshardable(iter(ds.filter(bool).batch(2)))
-        >>> try:
-        ...     check_reshardable(iter(ds.batch(2).window_shuffle(4, seed=0)))
-        ... except ReshardError as error:
-        ...     print(str(error)[:60])
-        stage 4 (window_shuffle) follows the shard stage and changes
-    """
-    pipeline = describe_pipeline(iterator)
-    stages = pipeline["stages"]
-    check_loader_shards(pipeline)
-    with reading_traits():
-        check_declared(stages)
-        for branch in branches(stages):
-            at = shard_stage(branch, "IterDataset")
-            if at is not None:  # Else a global pipeline: every process has the same state.
-                later_stages(branch, at)
-
-
 def branches(stages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """The pipelines resharding treats on their own: a mixture's components, or `stages`.
 
@@ -235,30 +199,3 @@ def mixes_sharded(stages: list[dict[str, Any]]) -> bool:
     inputs = stages[0].get("inputs", [])
     streams = all(any(traits_of(item).begins_stream for item in branch) for branch in inputs)
     return bool(inputs) and streams and _count_shards(inputs) > 0
-
-
-def check_loader_shards(pipeline: Mapping[str, Any]) -> None:
-    """Raises if `pipeline` is a `chute.DataLoader`'s whose sampler takes one shard of several.
-
-    Its `IndexSampler` reads shard `i` of `n` by itself (its `shard_options`), inside a
-    stage that also shuffles and repeats, so no stage says where the shard is cut.
-
-    Raises:
-        ReshardError: the reason, and what to use instead.
-    """
-    if pipeline.get("kind") != "DataLoader":
-        return
-    for item in pipeline.get("stages", ()):
-        if item.get("op") != "sampler":
-            continue
-        options = item.get("params", {}).get("shard_options")
-        fields = options.get("fields", {}) if isinstance(options, Mapping) else {}
-        count = fields.get("shard_count", 1) if isinstance(fields, Mapping) else 1
-        if type(count) is int and count > 1:
-            raise ReshardError(
-                f"this chute.DataLoader's IndexSampler reads shard {fields.get('shard_index')} "
-                f"of {count} by itself (shard_options), so its states cannot be re-cut for "
-                "another process count; restore with the same process count, or build the "
-                "pipeline as MapDataset.source(...).shuffle().shard(i, n).to_iter_dataset(), "
-                "which reshards."
-            )

@@ -344,7 +344,32 @@ class DataLoader:
     def __iter__(self) -> IterNode[Any]:
         result: IterNode[Any] = self.plan().build()
         result.chute_pipeline = self.description()  # type: ignore[attr-defined]
+        result.chute_stage_traits = self.stage_traits()  # type: ignore[attr-defined]
         return result
+
+    def stage_traits(self) -> dict[str, StageTraits]:
+        """What the loader's `operation` stages do to positions, for resharding.
+
+        Each keeps one record per position (and a filter drops some) unless one is a
+        `FlatMapTransform`, whose records split: then they say nothing, and a restore on
+        another process count is refused.
+
+        Example:
+            >>> from chute_samplers import IndexSampler
+            >>> from chute_sources import RangeSource
+            >>> from chute_transforms import FilterTransform
+            >>> class Odd(FilterTransform):
+            ...     def filter(self, x): return x % 2 == 1
+            >>> loader = DataLoader(data_source=RangeSource(4), sampler=IndexSampler(4),
+            ...                     operations=[Odd()])
+            >>> traits = loader.stage_traits()["operation"]
+            >>> traits.keeps_positions, traits.drops
+            (True, True)
+        """
+        if any(isinstance(op, FlatMapTransform) for op in self._operations):
+            return {"operation": StageTraits()}
+        drops = any(isinstance(op, FilterTransform) for op in self._operations)
+        return {"operation": StageTraits(keeps_positions=True, drops=drops)}
 
     def description(self) -> PipelineDescription:
         """The loader's pipeline, as a checkpoint fingerprints it (never the worker count).

@@ -28,7 +28,7 @@ class Health:
         workers: worker processes asked for (0: a thread, or the consumer's process).
         alive: worker processes running now.
         starts: times it started a pool of workers (more than 1: it started them again,
-            after a worker died or a restore).
+            after a worker died or a restore, or for an autotuner's change).
         pids: the process ids of its running workers.
 
     Example:

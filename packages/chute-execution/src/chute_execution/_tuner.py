@@ -1,8 +1,9 @@
 """`Tuner`: what a running iterator's autotuner decides, from what the consumer measured.
 
 It only decides; `MultiprocessPrefetchIter` measures and applies. The policy, per
-measurement of `interval_seconds` (after a change, the unit that starts the new
-workers and the next one are left out):
+measurement of `interval_seconds` (after a change to `w` workers, their first `w`
+units are left out, as they arrive together once the workers started; the measurement
+opens at the last of them):
 
 - a trial (the measurement right after a change) is kept if the rate of positions per
   second rose by `GAIN`, and reverted otherwise; the direction it tried is then left
@@ -118,9 +119,13 @@ class Tuner:
         self.measurements += 1
         return self._decide(now, rate, share)
 
-    def applied(self) -> None:
-        """The change last returned now runs: the next measurement starts after it settles."""
-        self._pending, self._window, self._skip = False, None, 1
+    def applied(self, workers: int = 0) -> None:
+        """The change last returned runs now, on `workers` workers.
+
+        The next measurement opens once each worker delivered its first unit: those
+        arrive together after the start, and would count as units that took no time.
+        """
+        self._pending, self._window, self._skip = False, None, max(1, workers)
 
     def _decide(self, now: float, rate: float, share: float) -> Config | None:
         if self._trial is not None:

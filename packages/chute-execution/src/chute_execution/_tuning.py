@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ._autotune_options import AutotuneOptions, TuningDecision
 from ._chunk_plan import ChunkPlan
 from ._mp_options import MultiprocessingOptions
+from ._mp_resources import Resources
 from ._shipping import ship
 from ._trace import complete_event
 from ._tuner import Config, Tuner
@@ -40,7 +41,8 @@ class Tuning:
     _heard: list[float]
     _tuner: Tuner | None = None
     _wanted: Config | None = None  # A change waiting for the units in flight.
-    _slab_bytes = 0  # Of the last unit read from shared memory.
+    _slab_bytes = 0  # What the last unit read from shared memory held.
+    _resources: Resources
 
     def start_tuning(self, options: MultiprocessingOptions) -> None:
         """Makes the tuner if `options` ask for one (`autotune`)."""
@@ -67,9 +69,14 @@ class Tuning:
         return self._options.num_workers
 
     def tuned_before(self, chunk: int) -> float:
-        """Applies a decided change if no unit is in flight; the time to measure from."""
+        """Applies a decided change if no unit is in flight; the time to measure from.
+
+        None is when the units sent were all taken, and when no pool runs (0 workers,
+        or the pool closed: by `close()`, or after a worker died).
+        """
         wanted = self._wanted
-        if wanted is not None and (self._next_submit <= chunk or not self._options.num_workers):
+        pool = self._resources.pool
+        if wanted is not None and (self._next_submit <= chunk or pool is None or pool.closed):
             self._switch(chunk, wanted)
         return time.perf_counter()
 
@@ -77,7 +84,8 @@ class Tuning:
         """Reports unit `span`, asked for at `began`, to the tuner."""
         assert self._tuner is not None
         waited = time.perf_counter() - began
-        change = self._tuner.record(span[1] - span[0], waited, self._slab_bytes)
+        nbytes = self._slab_bytes if self._options.num_workers else 0
+        change = self._tuner.record(span[1] - span[0], waited, nbytes)
         if change is not None:
             self._wanted = change
 
@@ -104,7 +112,7 @@ class Tuning:
         self._heard = []
         self._wanted = None
         assert self._tuner is not None
-        self._tuner.applied()
+        self._tuner.applied(workers)
         if self._trace is not None:
             about: dict[str, Any] = {
                 "workers": workers,

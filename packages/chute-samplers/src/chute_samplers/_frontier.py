@@ -20,6 +20,11 @@ the ones it delivered past it are listed one by one (`taken`, global positions).
 are at most as many as the stage holds (its window) per process, and a reader forgets
 each once it passes it.
 
+An `IndexSampler` (a `chute.DataLoader`'s) shards each epoch rather than the whole
+stream: shard `k` of `n` reads the records `k, k + n, ...` of every epoch of `N`. Its
+frontier says `epoch=N`: global position `g` is then record `g % N` of epoch `g // N`,
+and belongs to shard `(g % N) % n` of a level of `n` (`shard_globals`).
+
 Example:
     >>> f = Frontier(0, 1, ((2, (6, 3)),))  # 2 shards had stopped at global 6 and 3.
     >>> [g for g in range(10) if f.keeps(g)]
@@ -40,6 +45,7 @@ from chute_core import DROPPED, InvalidStateError, RandomAccessDataSource
 from chute_core.internal import state_position
 
 from ._node import EpochArray, MapNode, PositionArray, fetch
+from ._shard_globals import first_position, residue, shard_globals, shard_locals
 from ._window_states import positions_span, span_positions
 
 __all__ = [
@@ -72,22 +78,24 @@ MAX_TAKEN = 1 << 22
 input: elements a holding stage delivered ahead of its threshold, a window per process)."""
 
 Level = tuple[int, tuple[int, ...]]
-"""`(n, thresholds)`: global `g` is still to be read when `g >= thresholds[g % n]`."""
+"""`(n, thresholds)`: global `g` is still to be read when `g >= thresholds[residue(g, n)]`."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Frontier:
     """The consumed positions a reader skips: its shard and the levels of earlier stops.
 
-    Position `j` of the reader is global position `index + count * j` (its shard's),
-    and is read only if every level keeps it and `taken` does not list it (see the
-    module docs).
+    Position `j` of the reader is global position `index + count * j` (its shard's;
+    with `epoch`, of each epoch: `shard_globals`), and is read only if every level
+    keeps it and `taken` does not list it (see the module docs).
 
     Args:
         index: the reader's shard index.
         count: the reader's shard count.
         levels: `(n, thresholds)` pairs, oldest first, each with `n` thresholds.
         taken: global positions of the shard consumed one by one, ascending.
+        epoch: records per epoch when shards take a stride of each epoch (an
+            `IndexSampler`'s); 0: a stride of the whole stream.
 
     Example:
         >>> f = Frontier(1, 2, ((3, (9, 4, 5)),))
@@ -103,6 +111,7 @@ class Frontier:
     count: int
     levels: tuple[Level, ...]
     taken: tuple[int, ...] = ()
+    epoch: int = 0
     _taken: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
     _runs: list[Any] = dataclasses.field(init=False, repr=False, compare=False)
 
@@ -112,7 +121,9 @@ class Frontier:
 
     def global_position(self, position: int) -> int:
         """The global position of the reader's `position`."""
-        return self.index + self.count * position
+        if not self.epoch:
+            return self.index + self.count * position
+        return int(shard_globals(np.array([position]), self.index, self.count, self.epoch)[0])
 
     def keeps(self, global_position: int) -> bool:
         """Whether `global_position` is still to be read."""
@@ -120,14 +131,15 @@ class Frontier:
             at = bisect.bisect_left(self.taken, global_position)
             if at < len(self.taken) and self.taken[at] == global_position:
                 return False
-        return all(global_position >= t[global_position % n] for n, t in self.levels)
+        epoch = self.epoch
+        return all(global_position >= t[residue(global_position, n, epoch)] for n, t in self.levels)
 
     def kept(self, positions: PositionArray) -> np.ndarray:
         """A boolean mask: which of the reader's `positions` are still to be read."""
-        g = self.index + self.count * np.asarray(positions, dtype=np.int64)
+        g = shard_globals(positions, self.index, self.count, self.epoch)
         mask = np.ones(g.shape, dtype=bool)
         for n, thresholds in self.levels:
-            mask &= g >= np.asarray(thresholds, dtype=np.int64)[g % n]
+            mask &= g >= np.asarray(thresholds, dtype=np.int64)[residue(g, n, self.epoch)]
         if self.taken:
             mask &= ~np.isin(g, self._taken)
         return mask
@@ -160,7 +172,7 @@ class Frontier:
             return None
         if levels == self.levels and taken is self.taken:
             return self
-        return Frontier(self.index, self.count, levels, taken)
+        return Frontier(self.index, self.count, levels, taken, self.epoch)
 
     def to_json(self) -> dict[str, Any]:
         """The frontier as JSON, as a state holds it (`taken` only when it lists any)."""
@@ -168,10 +180,13 @@ class Frontier:
             "shard": [self.index, self.count],
             "levels": [[n, list(thresholds)] for n, thresholds in self.levels],
         }
+        if self.epoch:
+            value["epoch"] = self.epoch
         if self.taken:  # As runs of the shard's positions (see `_taken_runs`).
             runs = self._runs
             if not runs:  # A reader's states ask often: written once (set whole: threads).
-                runs = _taken_runs((self._taken - self.index) // self.count)
+                local = shard_locals(self._taken, self.index, self.count, self.epoch)
+                runs = _taken_runs(local)
                 object.__setattr__(self, "_runs", runs)
             value["taken"] = [list(run) for run in runs]
         return value
@@ -183,7 +198,7 @@ class Frontier:
         Example:
             >>> Frontier.from_json(  # Taken: positions 3 and 5 of shard 0 of 2.
             ...     {"shard": [0, 2], "levels": [[1, [4]]], "taken": [[3, 2, "BQ=="]]}, "reader")
-            Frontier(index=0, count=2, levels=((1, (4,)),), taken=(6, 10))
+            Frontier(index=0, count=2, levels=((1, (4,)),), taken=(6, 10), epoch=0)
             >>> try:
             ...     Frontier.from_json({"shard": [0, 2], "levels": [[2, [4]]]}, "reader")
             ... except InvalidStateError as error:
@@ -193,7 +208,13 @@ class Frontier:
         if not isinstance(value, Mapping) or not {"shard", "levels"} <= set(value) <= _KEYS:
             raise InvalidStateError(
                 f"{owner}: a frontier is a dict with the keys 'shard' and 'levels' (and "
-                f"optionally 'taken'), got {value!r:.200}."
+                f"optionally 'taken' and 'epoch'), got {value!r:.200}."
+            )
+        epoch = value.get("epoch", 0)
+        if type(epoch) is not int or not 0 <= epoch <= sys.maxsize:
+            raise InvalidStateError(
+                f"{owner}: the frontier's epoch is a record count in [0, {sys.maxsize}], got "
+                f"{epoch!r:.100}."
             )
         shard, levels = value["shard"], value["levels"]
         if not _ints(shard, 2) or not 0 <= shard[0] < shard[1]:
@@ -209,11 +230,11 @@ class Frontier:
         read: list[Level] = []
         for number, level in enumerate(levels):
             read.append(_level(level, number, owner))
-        taken = _taken(value.get("taken"), shard[0], shard[1], owner)
-        return cls(int(shard[0]), int(shard[1]), tuple(read), taken)
+        taken = _taken(value.get("taken"), shard[0], shard[1], epoch, owner)
+        return cls(int(shard[0]), int(shard[1]), tuple(read), taken, epoch)
 
 
-_KEYS = {"shard", "levels", "taken"}
+_KEYS = {"shard", "levels", "taken", "epoch"}
 
 
 _RUN_GAP = 256
@@ -234,7 +255,7 @@ def _taken_runs(local: np.ndarray) -> list[Any]:
     return [positions_span(run.tolist()) for run in np.split(local, cuts)]
 
 
-def _taken(value: object, index: int, count: int, owner: str) -> tuple[int, ...]:
+def _taken(value: object, index: int, count: int, epoch: int, owner: str) -> tuple[int, ...]:
     """A frontier's `taken` (runs of the shard's positions) as global positions."""
     if value is None:
         return ()
@@ -259,7 +280,7 @@ def _taken(value: object, index: int, count: int, owner: str) -> tuple[int, ...]
             f"ascending positions of its shard, each [first, count] or [first, count, mask], "
             f"got {value!r:.200}."
         )
-    return tuple((index + count * local).tolist())
+    return tuple(shard_globals(local, index, count, epoch).tolist())
 
 
 def _ints(value: object, length: int | None = None) -> bool:
@@ -294,15 +315,22 @@ def _level(level: object, number: int, owner: str) -> Level:
     return n, tuple(thresholds)
 
 
-def level_of(positions: Sequence[int]) -> Level:
+def level_of(positions: Sequence[int], epoch: int = 0) -> Level:
     """The level of shards `0..n-1` stopped at local `positions`: thresholds `k + n * j_k`.
 
+    With `epoch`, each threshold is the global position of `j_k` in shard `k`'s stride of
+    each epoch (`shard_globals`).
+
     Example:
-        >>> level_of([3, 2])
-        (2, (6, 5))
+        >>> level_of([3, 2]), level_of([3, 2], epoch=5)  # Both stopped at epoch 1's start.
+        ((2, (6, 5)), (2, (5, 6)))
     """
     n = len(positions)
-    return n, tuple(k + n * int(j) for k, j in enumerate(positions))
+    if not epoch:
+        return n, tuple(k + n * int(j) for k, j in enumerate(positions))
+    return n, tuple(
+        int(shard_globals(np.array([j]), k, n, epoch)[0]) for k, j in enumerate(positions)
+    )
 
 
 def watermark(level: Level) -> int:
@@ -310,16 +338,24 @@ def watermark(level: Level) -> int:
     return min(level[1])
 
 
-def is_watermark(level: Level) -> bool:
+def is_watermark(level: Level, epoch: int = 0) -> bool:
     """Whether the level keeps exactly the positions from its smallest threshold on.
 
     Example:
         >>> is_watermark((2, (6, 7))), is_watermark((2, (6, 5))), is_watermark((2, (8, 5)))
         (True, True, False)
+        >>> is_watermark((2, (5, 6)), epoch=5), is_watermark((2, (5, 7)), epoch=5)
+        (True, False)
     """
     n, thresholds = level
     low = min(thresholds)
-    return all(t == low + (r - low) % n for r, t in enumerate(thresholds))
+    if not epoch:
+        return all(t == low + (r - low) % n for r, t in enumerate(thresholds))
+    firsts = [first_position(low, r, n, epoch) for r in range(n)]
+    return all(
+        t == int(shard_globals(np.array([first]), r, n, epoch)[0])
+        for r, (t, first) in enumerate(zip(thresholds, firsts, strict=True))
+    )
 
 
 class SkipConsumed(MapNode[T]):

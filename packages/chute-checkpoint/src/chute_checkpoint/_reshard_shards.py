@@ -1,0 +1,310 @@
+"""The shard stage of a saved pipeline: which shard it reads, of how many, and how.
+
+Two kinds of stage take a shard:
+
+- an op whose traits name its shard parameters (`StageTraits.shard`, `.shard(i, n)`):
+  shard `i` of `n` reads a stride of the whole stream;
+- a `chute.DataLoader`'s `sampler` (an `IndexSampler`): its `shard_options` take a
+  stride of each epoch of `num_records` records, so resharding counts global positions
+  epoch by epoch (`epoch_of`, `chute_samplers.internal.Frontier.epoch`). A loader
+  reshards when what its operations do to positions is known: the loader records it in
+  its checkpoints (`chute_stage_traits`), and a flat map among them (its records split
+  inside a unit of work) is refused, as are checkpoints that do not say.
+
+`check_reshardable` applies the rules of a restore on another process count to a
+pipeline when it is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._describe import describe_pipeline, fingerprint, stage_traits_of
+from ._document_shape import integer_parameter
+from ._errors import CheckpointFormatError, ReshardError
+from ._reshard_stages import (
+    branches,
+    check_declared,
+    later_stages,
+    reading_traits,
+    shard_params,
+    shard_stage,
+    traits_of,
+)
+
+__all__ = [
+    "check_divisible",
+    "check_reshardable",
+    "epoch_of",
+    "find_shard",
+    "set_shard",
+    "shard_of",
+    "stages_after",
+    "doc_name",
+    "own_chunk_size",
+    "take_chunk_sizes",
+    "takes_shard",
+    "without_chunk_sizes",
+]
+
+_SAMPLER = "sampler"
+_EVERYTHING = "chute_samplers.NoSharding"  # How a checkpoint names a sampler's NoSharding().
+_LOADER_STAGES = ("operation", "chunks", "error_budget")
+
+
+def _is_sampler(stage: Mapping[str, Any]) -> bool:
+    return stage.get("op") == _SAMPLER
+
+
+def _fields(stage: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The fields of a sampler stage's `shard_options`."""
+    options = stage["params"].get("shard_options")
+    fields = options.get("fields") if isinstance(options, Mapping) else None
+    if not isinstance(fields, dict):
+        raise CheckpointFormatError(
+            f"{where}: the sampler's shard_options must be a described ShardOptions "
+            f"({{'class': ..., 'fields': {{...}}}}), got {options!r:.200}."
+        )
+    return fields
+
+
+def takes_shard(stage: Mapping[str, Any]) -> bool:
+    """Whether `stage` is a shard stage (of any count, 1 included).
+
+    Example:
+        >>> takes_shard({"op": "sampler", "params": {}}), takes_shard({"op": "map"})
+        (True, False)
+    """
+    return _is_sampler(stage) or traits_of(stage).shard is not None
+
+
+def shard_of(stage: Mapping[str, Any], number: int, where: str) -> tuple[int, int]:
+    """`(index, count)`: the shard that shard stage `number` reads.
+
+    Raises:
+        CheckpointFormatError: they are missing or no ints in range.
+
+    Example:
+        >>> shard_of({"op": "shard", "params": {"shard_index": 1, "shard_count": 4}}, 2, "s")
+        (1, 4)
+    """
+    if not _is_sampler(stage):
+        index_name, count_name = shard_params(stage)
+        count = integer_parameter(stage, number, count_name, 1, where)
+        return integer_parameter(stage, number, index_name, 0, where), count
+    fields = _fields(stage, where)
+    shard, shards = fields.get("shard_index"), fields.get("shard_count")
+    if type(shards) is not int or type(shard) is not int or not 0 <= shard < shards:
+        raise CheckpointFormatError(
+            f"{where}: stage {number} (sampler): shard_options must hold 0 <= shard_index < "
+            f"shard_count, got shard_index={shard!r:.50}, shard_count={shards!r:.50}."
+        )
+    return shard, shards
+
+
+def set_shard(stage: dict[str, Any], index: int | None, count: int | None = None) -> None:
+    """Sets the shard stage's index (and count, if given), in place.
+
+    Example:
+        >>> stage = {"op": "shard", "params": {"shard_index": 1, "shard_count": 4}}
+        >>> set_shard(stage, 0, 3)
+        >>> stage["params"]
+        {'shard_index': 0, 'shard_count': 3}
+    """
+    if _is_sampler(stage):
+        params: dict[str, Any] = _fields(stage, "the sampler")
+        index_name, count_name = "shard_index", "shard_count"
+    else:
+        params = stage["params"]
+        index_name, count_name = shard_params(stage)
+    params[index_name] = index
+    if count is not None:
+        params[count_name] = count
+
+
+def epoch_of(stage: Mapping[str, Any]) -> int:
+    """Records per epoch of a sampler's per-epoch stride; 0 for a stride of the stream.
+
+    Example:
+        >>> epoch_of({"op": "sampler", "params": {"num_records": 10}})
+        10
+    """
+    if not _is_sampler(stage):
+        return 0
+    records = stage["params"].get("num_records")
+    if type(records) is not int or records < 0:
+        raise CheckpointFormatError(
+            f"the sampler's num_records must be an int >= 0, got {records!r:.50}."
+        )
+    return records
+
+
+def check_divisible(stage: Mapping[str, Any], old: int, new: int) -> None:
+    """Raises if a sampler that drops each epoch's remainder would drop another one.
+
+    With `drop_remainder`, shards of `n` read the first `n * (num_records // n)`
+    records of each epoch: another count reads another set, unless neither drops any.
+
+    Example:
+        >>> options = {"fields": {"shard_index": 0, "shard_count": 2, "drop_remainder": True}}
+        >>> check_divisible({"op": "sampler", "params": {"num_records": 12,
+        ...                  "shard_options": options}}, 2, 3)
+    """
+    if not _is_sampler(stage) or _fields(stage, "the sampler").get("drop_remainder") is not True:
+        return
+    records = epoch_of(stage)
+    if records % old or records % new:
+        raise ReshardError(
+            f"the DataLoader's IndexSampler drops the remainder of each epoch of {records} "
+            f"records (shard_options drop_remainder=True), which {old} processes and {new} "
+            f"do not drop alike ({records} % {old} = {records % old}, {records} % {new} = "
+            f"{records % new}), so no split of the epoch gives each record once; restore with "
+            f"the same process count, or use drop_remainder=False."
+        )
+
+
+def find_shard(stages: list[dict[str, Any]], kind: str | None) -> int | None:
+    """The number of the pipeline's shard stage; None: a global pipeline.
+
+    A DataLoader whose sampler reads every record on every process (`NoSharding`) is
+    global; with any other `ShardOptions` (`ShardByJaxProcess`, one of one included),
+    its sampler is the shard stage.
+
+    Raises:
+        ReshardError: several shard stages, a nested one, or a shard in no stream.
+    """
+    if kind != "DataLoader":
+        return shard_stage(stages, kind)
+    for number, item in enumerate(stages):
+        if _is_sampler(item):
+            shard_of(item, number, "the pipeline")  # Checked.
+            options = item["params"]["shard_options"]
+            return None if options.get("class") == _EVERYTHING else number
+    return None
+
+
+def stages_after(stages: list[dict[str, Any]], at: int) -> tuple[int, int | None]:
+    """Elements per position of the state, and its chunk size, after shard stage `at`.
+
+    Raises:
+        ReshardError: a stage after the shard that resharding cannot continue.
+    """
+    if not _is_sampler(stages[at]):
+        return later_stages(stages, at)
+    chunk_size = None
+    for number, item in enumerate(stages[at + 1 :], start=at + 1):
+        op = item["op"]
+        if op not in _LOADER_STAGES:
+            raise ReshardError(f"stage {number} ({op}) is no stage a chute.DataLoader has.")
+        if op == "operation" and not traits_of(item).keeps_positions:
+            transform = item["params"].get("transform")
+            name = transform.get("class") if isinstance(transform, Mapping) else transform
+            raise ReshardError(
+                f"this chute.DataLoader's operations include one that is not known to keep "
+                f"one record per position (stage {number}, {name!s:.100}): a FlatMapTransform "
+                "splits a record inside a unit of work, which another process count cannot "
+                "continue, and a checkpoint of a chute before 2026-11-28 does not say what "
+                "its operations do; restore with the same process count, or apply the flat "
+                "map after the loader."
+            )
+        if op == "chunks":
+            chunk_size = integer_parameter(item, number, "chunk_size", 1, "state 0")
+    return 1, chunk_size
+
+
+def _chunk_param(stage: Mapping[str, Any]) -> str | None:
+    """The name of the stage's chunk size parameter, if it cuts its stream into chunks."""
+    return "chunk_size" if stage["op"] == "chunks" else traits_of(stage).chunk
+
+
+def without_chunk_sizes(stages: list[dict[str, Any]]) -> None:
+    """Blanks the chunk sizes of `stages`, in place (to compare pipelines without them).
+
+    Example:
+        >>> stages = [{"op": "chunks", "params": {"chunk_size": 4}}]
+        >>> without_chunk_sizes(stages)
+        >>> stages
+        [{'op': 'chunks', 'params': {'chunk_size': None}}]
+    """
+    for stage in stages:
+        name = _chunk_param(stage)
+        if name is not None and name in stage.get("params", {}):
+            stage["params"][name] = None
+
+
+def own_chunk_size(document: Mapping[str, Any], at: int) -> int | None:
+    """The chunk size of `document`'s states after its shard stage `at` (None: unchunked)."""
+    return stages_after(document["pipeline"]["stages"], at)[1]
+
+
+def doc_name(document: Mapping[str, Any]) -> str:
+    """How messages name a state document: by its process.
+
+    Example:
+        >>> doc_name({"process_index": 3})
+        'state 3'
+    """
+    return f"state {document['process_index']}"
+
+
+def take_chunk_sizes(document: dict[str, Any], stages: list[dict[str, Any]]) -> None:
+    """Gives the document's chunked stages the chunk sizes of `stages` (a live pipeline's).
+
+    For a resharded state at a position, which restores with any chunk size: the
+    default chunk size depends on the length of the shard, so another process count
+    may choose another one. The fingerprint is made again.
+
+    Example:
+        >>> doc = {"pipeline": {"kind": "DataLoader", "stages": [
+        ...     {"op": "chunks", "params": {"chunk_size": 1}}]}, "fingerprint": ""}
+        >>> take_chunk_sizes(doc, [{"op": "chunks", "params": {"chunk_size": 3}}])
+        >>> doc["pipeline"]["stages"][0]["params"]
+        {'chunk_size': 3}
+    """
+    saved = document["pipeline"]["stages"]
+    if [item["op"] for item in saved] != [item["op"] for item in stages]:
+        return  # Restoring says how they differ.
+    for mine, live in zip(saved, stages, strict=True):
+        name = _chunk_param(mine)
+        if name is not None and name in live["params"]:
+            mine["params"][name] = live["params"][name]
+    document["fingerprint"] = fingerprint(document["pipeline"])
+
+
+def check_reshardable(iterator: object) -> None:
+    """Raises `ReshardError` now if `iterator`'s states could not continue on another count.
+
+    Call it where the pipeline is built (or before the first save) to learn of a stage
+    that resharding refuses at startup, not after a preemption. A pipeline that passes
+    continues on any process count from states saved at any positions, except after a
+    `MapDataset.batch` that follows the shard, which needs the processes in lockstep
+    (the error at restore says so).
+
+    Raises:
+        ReshardError: the reason, as a restore on another count would give it.
+
+    Example:
+        >>> import chute
+        >>> ds = chute.MapDataset.range(8).shard(0, 2).to_iter_dataset()
+        >>> check_reshardable(iter(ds.filter(bool).batch(2)))
+        >>> try:
+        ...     check_reshardable(iter(ds.batch(2).window_shuffle(4, seed=0)))
+        ... except ReshardError as error:
+        ...     print(str(error)[:60])
+        stage 4 (window_shuffle) follows the shard stage and changes
+    """
+    pipeline = describe_pipeline(iterator)
+    stages = pipeline["stages"]
+    with reading_traits() as saved:
+        saved.update(stage_traits_of(iterator))
+        check_declared(stages)
+        if pipeline.get("kind") == "DataLoader":
+            at = find_shard(stages, "DataLoader")
+            if at is not None:
+                stages_after(stages, at)
+            return
+        for branch in branches(stages):
+            at = shard_stage(branch, "IterDataset")
+            if at is not None:  # Else a global pipeline: every process has the same state.
+                later_stages(branch, at)

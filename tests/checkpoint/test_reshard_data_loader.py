@@ -1,0 +1,138 @@
+"""A `chute.DataLoader` whose `IndexSampler` takes a shard of each epoch reshards.
+
+Shard `i` of `n` reads records `i, i + n, ...` of every epoch: the global positions are
+counted epoch by epoch (`Frontier.epoch`), so each record of each epoch comes once
+whatever the process counts and wherever the processes stopped.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import chute
+from chute.testing import assert_reshards, rows
+from chute_checkpoint import ReshardError, make_document, reshard
+
+
+class Odd(chute.FilterTransform):
+    """Keeps odd records."""
+
+    def filter(self, element):
+        return element % 2 == 1
+
+
+class Tagged(chute.MapTransform):
+    """A record as (record, tag): a map before the batch."""
+
+    def map(self, element):
+        return np.array([element, element * 10 + 1])
+
+
+class Twice(chute.FlatMapTransform):
+    """Each record twice."""
+
+    max_fan_out = 2
+
+    def flat_map(self, element):
+        return [element, element]
+
+
+def _loader(
+    records, epochs, *, shuffle=True, operations=(), workers=0, drop_remainder=False, budget=None
+):
+    def make(index, count):
+        options = chute.ShardOptions(index, count, drop_remainder=drop_remainder)
+        sampler = chute.IndexSampler(
+            records, num_epochs=epochs, shard_options=options, shuffle=shuffle, seed=11
+        )
+        return chute.DataLoader(
+            data_source=chute.RangeSource(records),
+            sampler=sampler,
+            operations=list(operations),
+            worker_count=workers,
+            error_budget=budget,
+        )
+
+    return make
+
+
+_OPERATIONS = {
+    "none": ((), None),
+    "filter": ((Odd(),), None),
+    "map, batch": ((Tagged(), chute.BatchTransform(3)), rows),
+    "batch": ((chute.BatchTransform(4),), rows),
+    "filter, batch": ((Odd(), chute.BatchTransform(2, drop_remainder=False)), rows),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    records=st.integers(1, 40),
+    epochs=st.integers(1, 3),
+    shuffle=st.booleans(),
+    operations=st.sampled_from(sorted(_OPERATIONS)),
+    workers=st.integers(0, 1),
+    counts=st.lists(st.integers(1, 7), min_size=2, max_size=3),
+    seed=st.integers(0, 2**16),
+)
+def test_every_record_of_every_epoch_comes_once(
+    records, epochs, shuffle, operations, workers, counts, seed
+):
+    ops, of = _OPERATIONS[operations]
+    make = _loader(records, epochs, shuffle=shuffle, operations=ops, workers=workers)
+    run = assert_reshards(make, counts[0], counts[1:], seed=seed, records=of)
+    assert run.counts == tuple(counts)
+
+
+def test_four_uneven_processes_continue_on_three_then_six():
+    run = assert_reshards(_loader(1000, 2), 4, [3, 6], seed=5)
+    assert run.counts == (4, 3, 6) and run.records == 2000
+    assert run.largest_state < 400
+
+
+def test_an_error_budget_keeps_its_failures_across_the_reshard():
+    budget = chute.ErrorBudget(max_failures=100)
+    make = _loader(60, 2, operations=(Odd(),), budget=budget)
+    assert_reshards(make, 3, [2, 5], seed=2)
+
+
+def test_drop_remainder_reshards_between_counts_that_drop_nothing():
+    assert_reshards(_loader(24, 2, drop_remainder=True), 4, [3, 6], seed=1)
+
+
+def test_drop_remainder_with_a_remainder_is_refused():
+    make = _loader(25, 1, drop_remainder=True)
+    olds = [iter(make(i, 5)) for i in range(5)]
+    next(olds[0])
+    documents = [make_document(it, i, 5) for i, it in enumerate(olds)]
+    with pytest.raises(ReshardError, match=r"drops the remainder of each epoch of 25 records"):
+        reshard(documents, 2)
+    assert len(reshard(documents, 1)) == 1  # 25 % 5 == 25 % 1 == 0: nothing dropped.
+
+
+def test_a_flat_map_among_the_operations_is_refused_when_built(refused_alike):
+    message = refused_alike(_loader(20, 1, operations=(Twice(),)))
+    assert "FlatMapTransform splits a record inside a unit of work" in message
+
+
+def test_a_checkpoint_that_does_not_say_what_its_operations_do_is_refused():
+    make = _loader(20, 1, operations=(Odd(),))
+    olds = [iter(make(i, 2)) for i in range(2)]
+    documents = [make_document(it, i, 2) for i, it in enumerate(olds)]
+    for document in documents:  # As a chute before 2026-11-28 wrote it.
+        del document["traits"]["operation"]
+    with pytest.raises(ReshardError, match=r"does not say what its operations do"):
+        reshard(documents, 3)
+
+
+def test_one_process_of_a_sampler_without_shards_is_a_global_pipeline():
+    def make(index, count):
+        sampler = chute.IndexSampler(10, num_epochs=1, shuffle=True, seed=1)
+        return chute.DataLoader(data_source=chute.RangeSource(10), sampler=sampler)
+
+    olds = [iter(make(i, 2)) for i in range(2)]
+    for it in olds:
+        next(it)
+    new = reshard([make_document(it, i, 2) for i, it in enumerate(olds)], 3)
+    assert [document["state"] for document in new] == [olds[0].get_state()] * 3
