@@ -11,22 +11,39 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import chute
+import chute.grain as grain
 from chute.testing import assert_reshards, rows
-from chute_checkpoint import ReshardError, make_document, reshard
+from chute_checkpoint import ReshardError, apply_document, make_document, reshard
+
+
+class Drawn(chute.RandomMapTransform):
+    """A record with a draw of its own generator: the copies of each epoch differ."""
+
+    def random_map(self, element, rng):
+        return np.array([element, rng.integers(2**62)])
 
 
 class Odd(chute.FilterTransform):
     """Keeps odd records."""
 
     def filter(self, element):
-        return element % 2 == 1
+        return element[0] % 2 == 1
 
 
 class Tagged(chute.MapTransform):
     """A record as (record, tag): a map before the batch."""
 
     def map(self, element):
-        return np.array([element, element * 10 + 1])
+        return element * 10 + 1
+
+
+class FailSevens(chute.MapTransform):
+    """Fails on records that are multiples of 7 (skipped within an error budget)."""
+
+    def map(self, element):
+        if element[0] % 7 == 0:
+            raise ValueError(f"record {element[0]}")
+        return element
 
 
 class Twice(chute.FlatMapTransform):
@@ -49,7 +66,7 @@ def _loader(
         return chute.DataLoader(
             data_source=chute.RangeSource(records),
             sampler=sampler,
-            operations=list(operations),
+            operations=[Drawn(), *operations],
             worker_count=workers,
             error_budget=budget,
         )
@@ -57,7 +74,7 @@ def _loader(
     return make
 
 
-_OPERATIONS = {
+_OPERATIONS = {  # Each after `Drawn`: every record of every epoch distinct.
     "none": ((), None),
     "filter": ((Odd(),), None),
     "map, batch": ((Tagged(), chute.BatchTransform(3)), rows),
@@ -87,14 +104,16 @@ def test_every_record_of_every_epoch_comes_once(
 
 def test_four_uneven_processes_continue_on_three_then_six():
     run = assert_reshards(_loader(1000, 2), 4, [3, 6], seed=5)
+    assert len(run.stops) == 2
     assert run.counts == (4, 3, 6) and run.records == 2000
     assert run.largest_state < 400
 
 
 def test_an_error_budget_keeps_its_failures_across_the_reshard():
-    budget = chute.ErrorBudget(max_failures=100)
-    make = _loader(60, 2, operations=(Odd(),), budget=budget)
-    assert_reshards(make, 3, [2, 5], seed=2)
+    budget = chute.ErrorBudget(max_failures=18)  # Exactly the failures of the run.
+    make = _loader(60, 2, operations=(FailSevens(),), budget=budget)
+    run = assert_reshards(make, 3, [2, 5], seed=2)
+    assert run.records == 2 * (60 - 9)  # 0, 7, ..., 56 fail in each epoch.
 
 
 def test_drop_remainder_reshards_between_counts_that_drop_nothing():
@@ -124,6 +143,29 @@ def test_a_checkpoint_that_does_not_say_what_its_operations_do_is_refused():
         del document["traits"]["operation"]
     with pytest.raises(ReshardError, match=r"does not say what its operations do"):
         reshard(documents, 3)
+
+
+def test_states_resharded_offline_restore_into_loaders_of_default_chunk_sizes():
+    make = _loader(100, 2)  # Default chunk sizes: 4 records for shards of 50, 3 of 34.
+    olds = [iter(make(i, 2)) for i in range(2)]
+    seen = [next(olds[0]) for _ in range(30)] + [next(olds[1]) for _ in range(7)]
+    documents = [make_document(it, i, 2) for i, it in enumerate(olds)]
+    news = [iter(make(k, 3)) for k in range(3)]
+    for it, document in zip(news, reshard(documents, 3), strict=True):
+        apply_document(it, document)  # Only the chunk sizes differ: the state is by position.
+    seen += [x for it in news for x in it]
+    expected = [x for i in range(2) for x in make(i, 2)]
+    assert sorted(map(tuple, seen)) == sorted(map(tuple, expected))
+
+
+def test_a_grain_sampler_through_chute_grain_is_refused_when_built(refused_alike):
+    def make(index, count):
+        options = grain.sharding.ShardOptions(index, count)
+        sampler = grain.samplers.IndexSampler(10, options, shuffle=False, num_epochs=1, seed=3)
+        return grain.DataLoader(data_source=list(range(10)), sampler=sampler)
+
+    message = refused_alike(make)
+    assert "in a way its checkpoint does not describe (a Grain sampler" in message
 
 
 def test_one_process_of_a_sampler_without_shards_is_a_global_pipeline():

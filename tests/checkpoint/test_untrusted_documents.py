@@ -8,6 +8,7 @@ shape of what it reads: the stages, their parameters and the positions in the st
 import copy
 import json
 import operator
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -256,7 +257,7 @@ def test_reshard_refuses_a_state_of_a_pipeline_without_the_shard_stage(edit):
     )
 
 
-@pytest.mark.parametrize("position", ["4", 4.0, True, -4, None, [4]])
+@pytest.mark.parametrize("position", ["4", 4.0, True, -4, None, [4], 2**63, 10**30])
 def test_reshard_refuses_positions_that_are_not_non_negative_integers(position):
     def edit(document):
         document["state"]["parent"]["parent"]["position"] = position
@@ -267,7 +268,7 @@ def test_reshard_refuses_positions_that_are_not_non_negative_integers(position):
         reshard(documents, 1)
     assert str(caught.value) == (
         f"state 0: the stream position {{'position': {position!r}}} must hold non-negative "
-        "integers, got 'position': "
+        f"integers (at most {sys.maxsize}), got 'position': "
         f"{position!r}; the file is damaged or was not written by chute."
     )
 

@@ -8,6 +8,7 @@ the document, the stage and what is wrong, never a bare `TypeError` from deep in
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -111,14 +112,14 @@ def check_positions(state: Mapping[str, Any], where: str) -> None:
         ...     check_positions({"position": "3"}, "f")
         ... except CheckpointFormatError as error:
         ...     print(error)
-        f: the stream position {'position': '3'} must hold non-negative integers, got \
-'position': '3'; the file is damaged or was not written by chute.
+        f: the stream position {'position': '3'} must hold non-negative integers (at most \
+9223372036854775807), got 'position': '3'; the file is damaged or was not written by chute.
     """
     for key, value in state.items():
-        if type(value) is not int or value < 0:
+        if type(value) is not int or not 0 <= value <= sys.maxsize:
             raise CheckpointFormatError(
                 f"{where}: the stream position {dict(state)!r:.200} must hold non-negative "
-                f"integers, got {key!r:.50}: {value!r:.50}; {_DAMAGED}."
+                f"integers (at most {sys.maxsize}), got {key!r:.50}: {value!r:.50}; {_DAMAGED}."
             )
 
 

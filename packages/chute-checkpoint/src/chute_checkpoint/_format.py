@@ -37,6 +37,7 @@ from chute_core import (
 )
 
 from ._changes import refused_changes
+from ._chunk_sizes import counts_chunks, only_chunk_sizes_differ
 from ._describe import describe_pipeline, fingerprint, stage_traits_of
 from ._differences import pipeline_differences
 from ._document_shape import check_pipeline
@@ -343,8 +344,10 @@ def apply_document(
     )
     if check_pipeline:
         current = describe_pipeline(iterator)
-        if fingerprint(current) != document["fingerprint"] and not _allowed(
-            document, current, allow_changes
+        if (
+            fingerprint(current) != document["fingerprint"]
+            and not _allowed(document, current, allow_changes)
+            and not _cut_only(document, current)
         ):
             differences = pipeline_differences(document["pipeline"], current) or [
                 f"the fingerprints differ: {document['fingerprint']} != {fingerprint(current)}"
@@ -380,6 +383,15 @@ def _traits_for(document: Mapping[str, Any]) -> Callable[[str], StageTraits]:
         return stage_traits(op) if is_declared(op) else StageTraits()
 
     return traits
+
+
+def _cut_only(document: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Whether only chunk sizes differ, and the state is by position (see `_chunk_sizes`)."""
+    if counts_chunks(document["state"]):
+        return False
+    return only_chunk_sizes_differ(
+        document["pipeline"], current, _traits_for(document), fingerprint
+    )
 
 
 def _allowed(

@@ -45,6 +45,7 @@ from chute_samplers.internal import (
     watermark,
 )
 
+from ._chunk_sizes import without_chunk_sizes
 from ._describe import describe_pipeline, fingerprint
 from ._errors import ReshardError
 from ._format import MAX_PROCESS_COUNT, process_position, validate_document
@@ -54,6 +55,7 @@ from ._reshard_positions import frontier_of, moved_state, position_of
 from ._reshard_shards import (
     check_divisible,
     doc_name,
+    drops_remainder,
     epoch_of,
     find_shard,
     own_chunk_size,
@@ -62,7 +64,6 @@ from ._reshard_shards import (
     stages_after,
     take_chunk_sizes,
     takes_shard,
-    without_chunk_sizes,
 )
 from ._reshard_splits import assign_skips, delivered_ahead
 from ._reshard_stages import (
@@ -71,6 +72,7 @@ from ._reshard_stages import (
     reading_traits,
     remember_traits,
     shard_stage,
+    traits_of,
 )
 from ._reshard_windows import merge_taken, taken_ahead
 
@@ -97,6 +99,7 @@ class _Plan:
     delivered: tuple[tuple[int, int], ...] = ()
     taken: tuple[int, ...] = ()  # Global positions above it consumed one by one.
     epoch: int = 0  # Records per epoch of a sampler's per-epoch stride (0: the stream's).
+    olds: tuple[Any, ...] = ()  # The states by shard (with levels).
 
 
 def reshard(documents: Sequence[Mapping[str, Any]], process_count: int) -> list[dict[str, Any]]:
@@ -303,7 +306,8 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
         taken = taken_ahead(states, positions, count, stages, "the state of shard")
         plan = _elastic_plan(first, at, positions, frontiers, chunk_size, taken, epoch)
         delivered = delivered_ahead(states, positions, count, "the state of shard")
-        return dataclasses.replace(plan, failures=failures, delivered=delivered)
+        olds = tuple(states)
+        return dataclasses.replace(plan, failures=failures, delivered=delivered, olds=olds)
     if len(set(positions)) != 1 or any(frontiers):
         raise ReshardError(
             f"the processes are at different local positions {positions} (by shard index), "
@@ -359,7 +363,7 @@ def _without_shard_index(document: dict[str, Any], at: int) -> list[Any] | None:
         return None
     if takes_shard(stages[at]):  # Else it differs from the first: the caller says so.
         set_shard(stages[at], None)
-    without_chunk_sizes(stages)
+    without_chunk_sizes(stages, lambda op: traits_of({"op": op}))
     return [document["pipeline"].get("kind"), *stages]
 
 
@@ -398,9 +402,14 @@ def _continued(
     """Shard `shard_index` of `shard_count`, from the watermark on, skipping the frontier."""
     assert plan.shard_at is not None and plan.levels is not None
     stage = document["pipeline"]["stages"][plan.shard_at]
-    check_divisible(stage, plan.count, shard_count)
+    same = plan.count == shard_count and drops_remainder(stage, shard_count)
+    if not same:  # The same count (replicas of a mesh) keeps each shard's own state.
+        check_divisible(stage, plan.count, shard_count)
     set_shard(stage, shard_index, shard_count)
     document["fingerprint"] = fingerprint(document["pipeline"])
+    if same:
+        document["state"] = copy.deepcopy(plan.olds[shard_index])
+        return document
     epoch = plan.epoch
     start = first_position(plan.watermark, shard_index, shard_count, epoch)
     taken = tuple(g for g in plan.taken if residue(g, shard_count, epoch) == shard_index)

@@ -36,16 +36,16 @@ from ._reshard_stages import (
 __all__ = [
     "check_divisible",
     "check_reshardable",
+    "doc_name",
+    "drops_remainder",
     "epoch_of",
     "find_shard",
+    "own_chunk_size",
     "set_shard",
     "shard_of",
     "stages_after",
-    "doc_name",
-    "own_chunk_size",
     "take_chunk_sizes",
     "takes_shard",
-    "without_chunk_sizes",
 ]
 
 _SAMPLER = "sampler"
@@ -140,6 +140,20 @@ def epoch_of(stage: Mapping[str, Any]) -> int:
     return records
 
 
+def drops_remainder(stage: Mapping[str, Any], count: int) -> bool:
+    """Whether a sampler stage's shards of `count` leave records of each epoch unread.
+
+    Example:
+        >>> options = {"fields": {"shard_index": 0, "shard_count": 2, "drop_remainder": True}}
+        >>> stage = {"op": "sampler", "params": {"num_records": 5, "shard_options": options}}
+        >>> drops_remainder(stage, 2), drops_remainder(stage, 5)
+        (True, False)
+    """
+    if not _is_sampler(stage) or _fields(stage, "the sampler").get("drop_remainder") is not True:
+        return False
+    return epoch_of(stage) % count != 0
+
+
 def check_divisible(stage: Mapping[str, Any], old: int, new: int) -> None:
     """Raises if a sampler that drops each epoch's remainder would drop another one.
 
@@ -151,17 +165,16 @@ def check_divisible(stage: Mapping[str, Any], old: int, new: int) -> None:
         >>> check_divisible({"op": "sampler", "params": {"num_records": 12,
         ...                  "shard_options": options}}, 2, 3)
     """
-    if not _is_sampler(stage) or _fields(stage, "the sampler").get("drop_remainder") is not True:
+    if not drops_remainder(stage, old) and not drops_remainder(stage, new):
         return
     records = epoch_of(stage)
-    if records % old or records % new:
-        raise ReshardError(
-            f"the DataLoader's IndexSampler drops the remainder of each epoch of {records} "
-            f"records (shard_options drop_remainder=True), which {old} processes and {new} "
-            f"do not drop alike ({records} % {old} = {records % old}, {records} % {new} = "
-            f"{records % new}), so no split of the epoch gives each record once; restore with "
-            f"the same process count, or use drop_remainder=False."
-        )
+    raise ReshardError(
+        f"the DataLoader's IndexSampler drops the remainder of each epoch of {records} "
+        f"records (shard_options drop_remainder=True), which {old} shards and {new} do not "
+        f"drop alike ({records} % {old} = {records % old}, {records} % {new} = "
+        f"{records % new}), so no split of the epoch gives each record once; restore with "
+        "the same shard count, or use drop_remainder=False."
+    )
 
 
 def find_shard(stages: list[dict[str, Any]], kind: str | None) -> int | None:
@@ -177,10 +190,23 @@ def find_shard(stages: list[dict[str, Any]], kind: str | None) -> int | None:
     if kind != "DataLoader":
         return shard_stage(stages, kind)
     for number, item in enumerate(stages):
-        if _is_sampler(item):
-            shard_of(item, number, "the pipeline")  # Checked.
-            options = item["params"]["shard_options"]
-            return None if options.get("class") == _EVERYTHING else number
+        if not _is_sampler(item):
+            continue
+        index, count = shard_of(item, number, "the pipeline")
+        if item["params"]["shard_options"].get("class") == _EVERYTHING:
+            return None
+        if traits_of(item).shard is None:  # Not chute's IndexSampler, or an older checkpoint.
+            if count == 1:
+                return None
+            raise ReshardError(
+                f"this chute.DataLoader's sampler reads shard {index} of {count} in a way its "
+                "checkpoint does not describe (a Grain sampler through chute.grain, which "
+                "gives each shard its own block of records, or a checkpoint of a chute "
+                "before 2026-11-28), so its states cannot be re-cut for another process "
+                "count; restore with the same process count, or use chute.IndexSampler "
+                "(each shard a stride of every epoch), which reshards."
+            )
+        return number
     return None
 
 
@@ -216,21 +242,6 @@ def stages_after(stages: list[dict[str, Any]], at: int) -> tuple[int, int | None
 def _chunk_param(stage: Mapping[str, Any]) -> str | None:
     """The name of the stage's chunk size parameter, if it cuts its stream into chunks."""
     return "chunk_size" if stage["op"] == "chunks" else traits_of(stage).chunk
-
-
-def without_chunk_sizes(stages: list[dict[str, Any]]) -> None:
-    """Blanks the chunk sizes of `stages`, in place (to compare pipelines without them).
-
-    Example:
-        >>> stages = [{"op": "chunks", "params": {"chunk_size": 4}}]
-        >>> without_chunk_sizes(stages)
-        >>> stages
-        [{'op': 'chunks', 'params': {'chunk_size': None}}]
-    """
-    for stage in stages:
-        name = _chunk_param(stage)
-        if name is not None and name in stage.get("params", {}):
-            stage["params"][name] = None
 
 
 def own_chunk_size(document: Mapping[str, Any], at: int) -> int | None:

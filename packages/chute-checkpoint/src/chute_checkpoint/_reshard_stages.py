@@ -53,9 +53,10 @@ def _known(op: str) -> bool:
 @contextlib.contextmanager
 def reading_traits() -> Iterator[dict[str, StageTraits]]:
     """Holds the traits of the documents read during the block (see `remember_traits`)."""
-    token = _SAVED.set({})
+    saved: dict[str, StageTraits] = {}
+    token = _SAVED.set(saved)
     try:
-        yield _SAVED.get() or {}
+        yield saved
     finally:
         _SAVED.reset(token)
 

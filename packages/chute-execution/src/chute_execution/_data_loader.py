@@ -167,8 +167,9 @@ class DataLoader:
         read_options: threads that read each chunk of records (per process).
         chunk_size: records per unit of work handed to a worker; None: the planner's
             choice (`chute_execution.default_chunk_size`: 64 records, whole batches when
-            the workers batch). Part of the checkpoint: a state restores only with the
-            same chunk size.
+            the workers batch). It never changes the records: a state restores into a
+            loader of any chunk size (states of chute before 2026-11, which counted
+            chunks, into one of the same size).
         error_budget: skip records that fail to read or to transform (the operations
             before the first batch) within this budget, instead of raising; see
             `chute.IterDataset.skip_errors`. The iterator's `failures` and `skipped`
@@ -348,11 +349,14 @@ class DataLoader:
         return result
 
     def stage_traits(self) -> dict[str, StageTraits]:
-        """What the loader's `operation` stages do to positions, for resharding.
+        """What the loader's stages do to positions, for resharding.
 
-        Each keeps one record per position (and a filter drops some) unless one is a
-        `FlatMapTransform`, whose records split: then they say nothing, and a restore on
-        another process count is refused.
+        The `sampler` takes its shard by a stride of each epoch when it is an
+        `IndexSampler` itself (a subclass, such as `chute.grain`'s for Grain's samplers,
+        may number its records otherwise: then it says nothing, and a restore on another
+        process count is refused). Each `operation` keeps one record per position (and
+        a filter drops some) unless one is a `FlatMapTransform`, whose records split:
+        then they say nothing either.
 
         Example:
             >>> from chute_samplers import IndexSampler
@@ -363,13 +367,16 @@ class DataLoader:
             >>> loader = DataLoader(data_source=RangeSource(4), sampler=IndexSampler(4),
             ...                     operations=[Odd()])
             >>> traits = loader.stage_traits()["operation"]
-            >>> traits.keeps_positions, traits.drops
-            (True, True)
+            >>> traits.keeps_positions, traits.drops, loader.stage_traits()["sampler"].shard
+            (True, True, ('shard_index', 'shard_count'))
         """
+        sampler = StageTraits()
+        if type(self.sampler) is IndexSampler:
+            sampler = StageTraits(shard=("shard_index", "shard_count"))
         if any(isinstance(op, FlatMapTransform) for op in self._operations):
-            return {"operation": StageTraits()}
+            return {"sampler": sampler, "operation": StageTraits()}
         drops = any(isinstance(op, FilterTransform) for op in self._operations)
-        return {"operation": StageTraits(keeps_positions=True, drops=drops)}
+        return {"sampler": sampler, "operation": StageTraits(keeps_positions=True, drops=drops)}
 
     def description(self) -> PipelineDescription:
         """The loader's pipeline, as a checkpoint fingerprints it (never the worker count).

@@ -45,7 +45,14 @@ from chute_core import DROPPED, InvalidStateError, RandomAccessDataSource
 from chute_core.internal import state_position
 
 from ._node import EpochArray, MapNode, PositionArray, fetch
-from ._shard_globals import first_position, residue, shard_globals, shard_locals
+from ._shard_globals import (
+    first_position,
+    has_records,
+    residue,
+    shard_global,
+    shard_globals,
+    shard_locals,
+)
 from ._window_states import positions_span, span_positions
 
 __all__ = [
@@ -121,9 +128,7 @@ class Frontier:
 
     def global_position(self, position: int) -> int:
         """The global position of the reader's `position`."""
-        if not self.epoch:
-            return self.index + self.count * position
-        return int(shard_globals(np.array([position]), self.index, self.count, self.epoch)[0])
+        return shard_global(position, self.index, self.count, self.epoch)
 
     def keeps(self, global_position: int) -> bool:
         """Whether `global_position` is still to be read."""
@@ -326,11 +331,11 @@ def level_of(positions: Sequence[int], epoch: int = 0) -> Level:
         ((2, (6, 5)), (2, (5, 6)))
     """
     n = len(positions)
-    if not epoch:
-        return n, tuple(k + n * int(j) for k, j in enumerate(positions))
-    return n, tuple(
-        int(shard_globals(np.array([j]), k, n, epoch)[0]) for k, j in enumerate(positions)
-    )
+    thresholds = [shard_global(int(j), k, n, epoch) for k, j in enumerate(positions)]
+    if epoch and n > epoch:  # Shards with no record: no global position is theirs.
+        highest = max(thresholds[:epoch])
+        thresholds[epoch:] = [highest] * (n - epoch)  # Never the watermark.
+    return n, tuple(thresholds)
 
 
 def watermark(level: Level) -> int:
@@ -351,10 +356,10 @@ def is_watermark(level: Level, epoch: int = 0) -> bool:
     low = min(thresholds)
     if not epoch:
         return all(t == low + (r - low) % n for r, t in enumerate(thresholds))
-    firsts = [first_position(low, r, n, epoch) for r in range(n)]
     return all(
-        t == int(shard_globals(np.array([first]), r, n, epoch)[0])
-        for r, (t, first) in enumerate(zip(thresholds, firsts, strict=True))
+        t == shard_global(first_position(low, r, n, epoch), r, n, epoch)
+        for r, t in enumerate(thresholds)
+        if has_records(r, n, epoch)
     )
 
 

@@ -12,7 +12,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["first_position", "residue", "shard_globals", "shard_locals"]
+__all__ = [
+    "first_position",
+    "has_records",
+    "residue",
+    "shard_global",
+    "shard_globals",
+    "shard_locals",
+]
 
 
 def _epoch_length(index: int, count: int, epoch: int) -> int:
@@ -50,6 +57,29 @@ def shard_locals(globals_: np.ndarray, index: int, count: int, epoch: int) -> np
     epochs, within = np.divmod(globals_, epoch)
     length = _epoch_length(index, count, epoch)
     return np.asarray(epochs * length + (within - index) // count, dtype=np.int64)
+
+
+def shard_global(position: int, index: int, count: int, epoch: int = 0) -> int:
+    """The global position of `position` of shard `index` of `count` (exact Python ints).
+
+    Example:
+        >>> shard_global(3, 1, 3), shard_global(3, 1, 3, epoch=5)
+        (10, 9)
+    """
+    if not epoch:
+        return index + count * position
+    epochs, within = divmod(position, max(1, _epoch_length(index, count, epoch)))
+    return epochs * epoch + within * count + index
+
+
+def has_records(index: int, count: int, epoch: int) -> bool:
+    """Whether shard `index` of `count` reads any record of an epoch (always, with no epoch).
+
+    Example:
+        >>> has_records(3, 4, 0), has_records(3, 4, 3)
+        (True, False)
+    """
+    return not epoch or index < epoch
 
 
 def residue(global_position: Any, n: int, epoch: int = 0) -> Any:
