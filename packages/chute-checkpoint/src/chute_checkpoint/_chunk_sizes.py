@@ -26,15 +26,14 @@ def without_chunk_sizes(stages: list[dict[str, Any]], traits: Callable[[str], St
 
     Example:
         >>> stages = [{"op": "chunks", "params": {"chunk_size": 4}}]
-        >>> without_chunk_sizes(stages, lambda op: StageTraits())
+        >>> without_chunk_sizes(stages, lambda op: StageTraits(chunk="chunk_size"))
         >>> stages
         [{'op': 'chunks', 'params': {'chunk_size': None}}]
     """
     for stage in stages:
         if not isinstance(stage, dict) or not isinstance(stage.get("params"), dict):
             continue
-        op = str(stage.get("op"))
-        name = "chunk_size" if op == "chunks" else traits(op).chunk
+        name = traits(str(stage.get("op"))).chunk
         if name is not None and name in stage["params"]:
             stage["params"][name] = None
         for branch in stage.get("inputs", ()) or ():
@@ -70,7 +69,7 @@ def only_chunk_sizes_differ(
         >>> from chute_checkpoint import fingerprint
         >>> a = {"kind": "DataLoader", "stages": [{"op": "chunks", "params": {"chunk_size": 4}}]}
         >>> b = {"kind": "DataLoader", "stages": [{"op": "chunks", "params": {"chunk_size": 8}}]}
-        >>> only_chunk_sizes_differ(a, b, lambda op: StageTraits(), fingerprint)
+        >>> only_chunk_sizes_differ(a, b, lambda op: StageTraits(chunk="chunk_size"), fingerprint)
         True
     """
     blanked = []

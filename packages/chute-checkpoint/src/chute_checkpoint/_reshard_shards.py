@@ -234,14 +234,10 @@ def stages_after(stages: list[dict[str, Any]], at: int) -> tuple[int, int | None
                 "its operations do; restore with the same process count, or apply the flat "
                 "map after the loader."
             )
-        if op == "chunks":
-            chunk_size = integer_parameter(item, number, "chunk_size", 1, "state 0")
+        chunk = traits_of(item).chunk
+        if chunk is not None:
+            chunk_size = integer_parameter(item, number, chunk, 1, "state 0")
     return 1, chunk_size
-
-
-def _chunk_param(stage: Mapping[str, Any]) -> str | None:
-    """The name of the stage's chunk size parameter, if it cuts its stream into chunks."""
-    return "chunk_size" if stage["op"] == "chunks" else traits_of(stage).chunk
 
 
 def own_chunk_size(document: Mapping[str, Any], at: int) -> int | None:
@@ -267,9 +263,9 @@ def take_chunk_sizes(document: dict[str, Any], stages: list[dict[str, Any]]) -> 
     may choose another one. The fingerprint is made again.
 
     Example:
-        >>> doc = {"pipeline": {"kind": "DataLoader", "stages": [
-        ...     {"op": "chunks", "params": {"chunk_size": 1}}]}, "fingerprint": ""}
-        >>> take_chunk_sizes(doc, [{"op": "chunks", "params": {"chunk_size": 3}}])
+        >>> doc = {"pipeline": {"kind": "IterDataset", "stages": [
+        ...     {"op": "mp_prefetch", "params": {"chunk_size": 1}}]}, "fingerprint": ""}
+        >>> take_chunk_sizes(doc, [{"op": "mp_prefetch", "params": {"chunk_size": 3}}])
         >>> doc["pipeline"]["stages"][0]["params"]
         {'chunk_size': 3}
     """
@@ -277,7 +273,7 @@ def take_chunk_sizes(document: dict[str, Any], stages: list[dict[str, Any]]) -> 
     if [item["op"] for item in saved] != [item["op"] for item in stages]:
         return  # Restoring says how they differ.
     for mine, live in zip(saved, stages, strict=True):
-        name = _chunk_param(mine)
+        name = traits_of(mine).chunk
         if name is not None and name in live["params"]:
             mine["params"][name] = live["params"][name]
     document["fingerprint"] = fingerprint(document["pipeline"])

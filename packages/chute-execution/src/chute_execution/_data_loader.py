@@ -134,8 +134,9 @@ def _stage(op: str, **params: Any) -> PipelineStage:
     )
 
 
-for _op in ("data_source", "sampler", "operation", "chunks", "error_budget"):
+for _op in ("data_source", "sampler", "operation", "error_budget"):
     declare_stage(_op, StageTraits())  # None keeps positions a reshard could re-cut.
+declare_stage("chunks", StageTraits(chunk="chunk_size"))  # How the workers cut the records.
 
 
 def _operation_name(number: int, op: object) -> str:

@@ -422,7 +422,8 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, IterNode[Any]):
         pool, reader = self._resources.pool, self._resources.reader
         if pool is None or reader is None:
             raise ChuteError("the iterator was closed while it waited for a worker")
-        self._slab_bytes = len(message.data) + sum(size for _, size in message.spans)
+        if self._tuner is not None:  # What the unit holds: the tuner's memory bound.
+            self._slab_bytes = len(message.data) + sum(size for _, size in message.spans)
         leases = self._leases
         if leases.worth_leasing(message):
             assert message.token is not None
