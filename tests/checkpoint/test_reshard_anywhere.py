@@ -314,10 +314,6 @@ def test_what_a_restore_would_refuse_is_refused_when_the_pipeline_is_built(tail)
     assert str(built.value) == str(restored.value)
 
 
-def _with_index(index, x):
-    return index * 1000 + x
-
-
 def _total(x):
     """One integer per element, whatever its shape: so that any pipeline's elements batch."""
     return int(np.sum(x))
@@ -326,7 +322,6 @@ def _total(x):
 REFUSED_AFTER = {
     "window_shuffle_of_batches": lambda ds: ds.map(_total).batch(2).window_shuffle(3, seed=1),
     "flat_map_of_batches": lambda ds: ds.map(_total).batch(2).flat_map(list),
-    "map_with_index": lambda ds: ds.map_with_index(_with_index),
     "rebatch": lambda ds: ds.map(_total).batch(2).rebatch(3),
     "unbatch": lambda ds: ds.map(_total).batch(2).unbatch(),
 }

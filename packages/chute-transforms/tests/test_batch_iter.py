@@ -148,9 +148,59 @@ def test_unbatch_iter_resumes_at_every_row(sizes):
 def test_unbatch_iter_state_inside_and_between_batches():
     it = UnbatchIter(ListIterator(_batches([2, 1])))
     next(it)
-    assert it.get_state() == {"parent": {"index": 0}, "offset": 1}
+    # Inside a batch the state names its position (the parent's origin), for resharding.
+    assert it.get_state() == {"parent": {"index": 0}, "offset": 1, "at": 0}
     next(it)
     assert it.get_state() == {"parent": {"index": 1}, "offset": 0}
+
+
+def test_unbatch_iter_drops_the_rows_a_skip_entry_says_were_delivered_elsewhere():
+    it = UnbatchIter(ListIterator(_batches([3, 2, 2])))
+    it.set_state({"parent": {"index": 0}, "offset": 0, "skip": [[0, 2], [2, 1]]})
+    assert it.get_state()["skip"] == [[0, 2], [2, 1]]
+    assert next(it)["v"] == 2 and it.origin == (0, 2)  # Rows 0 and 1 went elsewhere.
+    assert it.get_state() == {"parent": {"index": 1}, "offset": 0, "skip": [[2, 1]]}
+    assert [int(row["v"]) for row in it] == [3, 4, 6]
+    assert "skip" not in it.get_state()
+
+
+def test_unbatch_iter_state_inside_a_skipped_batch_restores_the_same_rows():
+    def make():
+        it = UnbatchIter(ListIterator(_batches([4, 2])))
+        it.set_state({"parent": {"index": 0}, "offset": 0, "skip": [[0, 1], [1, 1]]})
+        return it
+
+    it = make()
+    next(it)
+    state = it.get_state()  # One row yielded after the one dropped: 2 delivered in all.
+    assert state == {"parent": {"index": 0}, "offset": 1, "at": 0, "skip": [[0, 1], [1, 1]]}
+    rest = [int(row["v"]) for row in it]
+    again = make()
+    again.set_state(state)
+    assert again.get_state() == state  # Before the batch is read again, too.
+    assert [int(row["v"]) for row in again] == rest == [2, 3, 5]
+
+
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        ({"parent": {"index": 0}, "offset": 1, "at": 1}, r"state\['at'\] = 1 names the batch"),
+        ({"parent": {"index": 0}, "offset": 0, "skip": [[0, 4]]}, "4 rows of position 0"),
+        ({"parent": {"index": 0}, "offset": 0, "skip": [[0, 0]]}, "skip"),
+        ({"parent": {"index": 0}, "offset": 0, "skip": "all"}, "skip"),
+        ({"parent": {"index": 0}, "offset": 0, "at": "0"}, "at"),
+    ],
+    ids=["at_of_another_batch", "more_rows_than_the_batch", "zero_rows", "not_a_list", "at_text"],
+)
+def test_unbatch_iter_refuses_skip_and_at_that_do_not_fit(state, message):
+    it = UnbatchIter(ListIterator(_batches([2, 1])))
+
+    def restore_and_read():  # A refused `at` or skip count shows when its batch is read.
+        it.set_state(state)
+        return next(it)
+
+    with pytest.raises(InvalidStateError, match=message):
+        restore_and_read()
 
 
 def test_unbatch_iter_masked_drops_padding_and_inverts_padded_batching():

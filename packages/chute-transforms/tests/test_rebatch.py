@@ -46,6 +46,42 @@ def test_rebatch_slices_views_and_copies_only_across_inputs():
     assert it.origin == (0, 4)
 
 
+def test_rebatch_leaves_out_the_rows_a_skip_entry_says_went_elsewhere():
+    """A resharded state's `skip`: rows of input batches another process handed out."""
+
+    def make():
+        it = RebatchIter(ListIterator([np.arange(3), np.arange(3, 7), np.arange(7, 9)]), 3)
+        it.set_state({"parent": {"index": 0}, "offset": 0, "skip": [[1, 2], [2, 1]]})
+        return it
+
+    assert [b.tolist() for b in make()] == [[0, 1, 2], [5, 6, 8]]
+    it = make()
+    next(it)
+    assert it.get_state() == {"parent": {"index": 1}, "offset": 0, "skip": [[1, 2], [2, 1]]}
+    assert_resumes(make, expected=[np.arange(3), np.array([5, 6, 8])])
+
+
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        ({"parent": {"index": 0}, "offset": 1, "at": 1}, r"state\['at'\] = 1 names the batch"),
+        ({"parent": {"index": 0}, "offset": 0, "skip": [[0, 2]]}, "skips 2 rows of a batch of 2"),
+        ({"parent": {"index": 0}, "offset": 0, "skip": [[0, -1]]}, "skip"),
+        ({"parent": {"index": 0}, "offset": 0, "at": -1}, "at"),
+    ],
+    ids=["at_of_another_batch", "all_rows", "negative_rows", "negative_at"],
+)
+def test_rebatch_refuses_at_and_skip_that_do_not_fit(state, message):
+    it = RebatchIter(ListIterator([np.arange(2), np.arange(2, 4)]), 2)
+
+    def restore_and_read():  # A refused `at` or skip count shows when its batch is read.
+        it.set_state(state)
+        return next(it)
+
+    with pytest.raises(InvalidStateError, match=message):
+        restore_and_read()
+
+
 def test_rebatch_refuses_a_batch_without_rows_and_a_stale_offset():
     with pytest.raises(BatchError) as caught:
         next(RebatchIter(ListIterator([np.zeros(0)]), 2))

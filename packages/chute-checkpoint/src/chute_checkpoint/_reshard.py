@@ -13,8 +13,9 @@ Two kinds of pipeline continue exactly on another number of JAX processes:
   `m` then reads the positions `k, k + m, ...` from the first one nobody consumed, and
   skips the later ones an old shard consumed: a `chute_samplers.Frontier` in its
   reader's state says which. Stages after the shard must keep positions (map, filter,
-  batch, prefetching, `to_device`), except one stream flat map, whose element a process
-  stopped inside goes back to be read, minus its outputs delivered (`_reshard_splits`),
+  batch, prefetching, `to_device`), except one stream flat map (or unbatch, or
+  rebatch), whose element a process stopped inside goes back to be read, minus its
+  outputs delivered (`_reshard_splits`),
   and one window shuffle or packer, whose elements held go back to be read, minus the
   ones it yielded (`_reshard_windows`).
   A `MapDataset.batch(b)` after the shard counts positions in batches, which cannot be

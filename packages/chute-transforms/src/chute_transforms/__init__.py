@@ -27,7 +27,6 @@ from ._batch import BatchFn as BatchFn
 from ._batch import Mask as Mask
 from ._batch import batch_elements as batch_elements
 from ._batch_iter import BatchIter as BatchIter
-from ._batch_iter import UnbatchIter as UnbatchIter
 from ._batch_slices import batch_rows as batch_rows
 from ._batch_slices import concat_batches as concat_batches
 from ._batch_slices import slice_batch as slice_batch
@@ -69,6 +68,7 @@ from ._transforms import FlatMapTransform as FlatMapTransform
 from ._transforms import MapTransform as MapTransform
 from ._transforms import MapWithIndexTransform as MapWithIndexTransform
 from ._transforms import RandomMapTransform as RandomMapTransform
+from ._unbatch_iter import UnbatchIter as UnbatchIter
 from ._unbatch_map import UnbatchMap as UnbatchMap
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""`BatchIter` and `UnbatchIter`: batching and unbatching a checkpointable stream."""
+"""`BatchIter`: batching a checkpointable stream."""
 
 from __future__ import annotations
 
@@ -7,23 +7,19 @@ from typing import Any, Self
 
 from chute_core import (
     CheckpointableIterator,
-    InvalidStateError,
     IteratorState,
     StageTraits,
     declare_op,
 )
-from chute_core.internal import state_dict, state_int, state_parent
+from chute_core.internal import state_dict, state_parent
 from chute_samplers import IterNode
 
 from ._batch import BatchFn
-from ._batch_tree import make_batch, unbatch_elements
-from ._errors import BatchError
+from ._batch_tree import make_batch
 from ._map_structure_ops import BatchMap
-from ._origins import child_origin
 from ._transforms import BatchTransform, check_batch_options
-from ._unbatch_map import UnbatchMap
 
-__all__ = ["BATCH", "UNBATCH", "BatchIter", "UnbatchIter"]
+__all__ = ["BATCH", "BatchIter"]
 
 
 class BatchIter(IterNode[Any]):
@@ -152,120 +148,10 @@ class BatchIter(IterNode[Any]):
         self._origin = None
 
 
-class UnbatchIter(IterNode[Any]):
-    """Splits each batch of a checkpointable iterator into its elements.
-
-    The inverse of `BatchIter` (rows come from `unbatch_elements`: array leaves are
-    row views of the batch). With `masked=True` the parent yields `(batch, mask)`
-    pairs (as `BatchIter(..., pad=True)` does) and padding rows are dropped.
-
-    State: `{"parent": <parent state at the start of the current batch>, "offset": k}`,
-    `k` the number of rows of that batch already yielded. Restoring re-reads that one
-    batch (lazily, at the next `next()`) and skips `k` rows; between batches `k` is 0
-    and the parent state is the current one, so nothing is re-read. Not thread-safe.
-
-    The `origin` of a row is the batch's origin plus `(k,)`, `k` the row's number in
-    its batch (rows of a `BatchIter` batch: the origin of the batch's first element,
-    then `k`).
-
-    Args:
-        parent: the batches.
-        masked: the parent yields `(batch, mask)` pairs; keep the rows where the mask
-            is True.
-
-    Example:
-        >>> import numpy as np
-        >>> from chute_samplers import SequentialIter
-        >>> it = UnbatchIter(SequentialIter([np.array([1, 2]), np.array([3])]))
-        >>> int(next(it)), it.get_state(), it.origin
-        (1, {'parent': {'position': 0}, 'offset': 1}, (0, 0))
-        >>> [(int(x), it.origin) for x in it]
-        [(2, (0, 1)), (3, (1, 0))]
-    """
-
-    def __init__(self, parent: CheckpointableIterator[Any], *, masked: bool = False) -> None:
-        if not isinstance(masked, bool):
-            raise TypeError(f"UnbatchIter: masked must be a bool, got {masked!r}.")
-        self._parent = parent
-        self._masked = masked
-        self._start: IteratorState = {}  # The parent state before the current batch.
-        self._rows: list[Any] = []
-        self._offset = 0
-        self._pending = 0  # Rows to skip in the next batch read (after set_state).
-
-    def __repr__(self) -> str:
-        return f"UnbatchIter(masked={self._masked})"
-
-    @property
-    def origin(self) -> tuple[int, ...] | None:
-        """The origin of the current batch plus the row's number in it."""
-        return child_origin(self._parent, self._offset)
-
-    def __iter__(self) -> Self:
-        """Returns the iterator itself."""
-        return self
-
-    def __next__(self) -> Any:
-        """Returns the next element; raises `StopIteration` after the last batch."""
-        while self._offset >= len(self._rows):
-            self._start = self._parent.get_state()
-            try:
-                batch = next(self._parent)
-            except StopIteration:
-                if self._pending:
-                    raise InvalidStateError(
-                        f"{self!r}: the state skips {self._pending} rows of a batch, but the "
-                        f"parent has no batch there. Was it saved with other data?"
-                    ) from None
-                raise
-            if self._masked:
-                if not (isinstance(batch, tuple) and len(batch) == 2):
-                    raise BatchError(
-                        f"{self!r}: masked=True expects (batch, mask) pairs from the parent "
-                        f"(as BatchIter(..., pad=True) yields), got {type(batch).__name__}."
-                    )
-                self._rows = unbatch_elements(batch[0], mask=batch[1])
-            else:
-                self._rows = unbatch_elements(batch)
-            self._offset, self._pending = self._pending, 0
-            if self._offset > len(self._rows):
-                raise InvalidStateError(
-                    f"{self!r}: the state skips {self._offset} rows of a batch that has "
-                    f"{len(self._rows)}. Was it saved with other data?"
-                )
-        row = self._rows[self._offset]
-        self._offset += 1
-        return row
-
-    def get_state(self) -> IteratorState:
-        """Returns `{"parent": ..., "offset": ...}` (see the class documentation)."""
-        if self._pending:
-            return {"parent": self._start, "offset": self._pending}
-        if self._offset < len(self._rows):
-            return {"parent": self._start, "offset": self._offset}
-        return {"parent": self._parent.get_state(), "offset": 0}
-
-    def set_state(self, state: IteratorState, /) -> None:
-        """Moves to the element `state` (from `get_state`) names.
-
-        Raises:
-            InvalidStateError: `state` is not a state of an `UnbatchIter`.
-        """
-        checked = state_dict(self, state, ("parent", "offset"))
-        offset = state_int(self, checked, "offset")
-        parent = state_parent(self, checked)
-        self._parent.set_state(parent)
-        self._start, self._rows, self._offset, self._pending = parent, [], 0, offset
-
-
 BATCH = declare_op(
     "batch",
     StageTraits(keeps_positions=True, groups="batch_size", performance=frozenset({"rows"})),
     map_node=BatchMap,
     iter_node=BatchIter,
 )
-"""The op's declaration (see `chute_core.declare_op`)."""
-
-
-UNBATCH = declare_op("unbatch", StageTraits(), map_node=UnbatchMap, iter_node=UnbatchIter)
 """The op's declaration (see `chute_core.declare_op`)."""

@@ -29,7 +29,7 @@ from ._adapters import as_flat_map_fn
 from ._iter_ops import _StreamOp
 from ._map_structure_ops import FlatMapMap
 from ._origins import child_origin
-from ._state import position_counts
+from ._state import parent_position, position_counts, take_skip
 
 __all__ = ["FLAT_MAP", "FlatMapIter"]
 
@@ -116,25 +116,8 @@ class FlatMapIter(_StreamOp[U]):
 
     def _skipped_outputs(self, count: int) -> int:
         """How many outputs of the element just read to drop (its `skip` entry's)."""
-        origin: tuple[int, ...] | None = getattr(self._parent, "origin", None)
-        if origin is None or len(origin) != 1:
-            raise InvalidStateError(
-                f"{self!r}: the state lists outputs to skip by position, but the parent's "
-                f"element has no one-int origin ({origin}); the state belongs to another "
-                "pipeline."
-            )
-        position = origin[0]
-        # Used up once applied (`get_state` adds it back inside the element). Not pruned
-        # by position: a window shuffle before yields positions out of order.
-        dropped = self._skips.pop(position, 0)
-        if dropped > count:
-            self._skips[position] = dropped
-            raise InvalidStateError(
-                f"{self!r}: the state says {dropped} outputs of position {position} were "
-                f"delivered elsewhere, but it has {count}; the state belongs to another "
-                "pipeline."
-            )
-        return dropped
+        # Used up once applied (`get_state` adds it back inside the element).
+        return take_skip(self, self._skips, self._parent, count, "outputs")
 
     def get_state(self) -> IteratorState:
         state: IteratorState
@@ -161,8 +144,7 @@ class FlatMapIter(_StreamOp[U]):
 
     def _position(self) -> int | None:
         """The parent's one-int origin of the element just read (None without one)."""
-        origin: tuple[int, ...] | None = getattr(self._parent, "origin", None)
-        return origin[0] if origin is not None and len(origin) == 1 else None
+        return parent_position(self._parent)
 
     @property
     def max_fan_out(self) -> int | None:

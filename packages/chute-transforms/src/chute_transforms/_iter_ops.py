@@ -340,7 +340,11 @@ MAP = declare_op(
 
 MAP_WITH_INDEX = declare_op(
     "map_with_index",
-    StageTraits(),
+    # One output per input position: after a shard it reshards like `map`. The index it
+    # passes counts the host's own elements (its shard's positions before the stream, its
+    # stream's outputs after), which a new process count numbers anew: a pure function of
+    # the saved states and the count, as `random_map(key="position")`'s draws are.
+    StageTraits(keeps_positions=True),
     map_node=MapWithIndexMap,
     iter_node=MapWithIndexIter,
 )

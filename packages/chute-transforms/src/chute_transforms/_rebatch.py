@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from chute_core import (
@@ -16,6 +17,7 @@ from chute_samplers import IterNode
 
 from ._batch_slices import batch_rows, concat_batches, slice_batch
 from ._errors import BatchError
+from ._state import parent_position, position_counts, take_skip
 
 __all__ = ["REBATCH", "RebatchIter"]
 
@@ -29,8 +31,13 @@ class RebatchIter(IterNode[Any]):
 
     State: `{"parent": <parent state before the input batch being cut>, "offset": k}`,
     `k` its rows already handed out; a restore re-reads that one batch. Between input
-    batches `k` is 0 and nothing is re-read. The `origin` of an output is its first
-    input batch's origin plus `(row,)`, the row it starts at.
+    batches `k` is 0 and nothing is re-read. Inside an input batch the state also names
+    its position (`at`, the parent's one-int origin), and a state that resharding wrote
+    may list rows of input batches that another process handed out (`skip`:
+    `[position, rows]` pairs), which are left out when those batches are read; so a
+    rebatch of the stream after `.shard(i, n)` continues on another process count with
+    every row once, as a flat map does. The `origin` of an output is its first input
+    batch's origin plus `(row,)`, the row it starts at.
 
     Args:
         parent: a stream of batches, each with at least one row.
@@ -45,9 +52,12 @@ class RebatchIter(IterNode[Any]):
         >>> from chute_samplers import SequentialIter
         >>> it = RebatchIter(SequentialIter([np.arange(3), np.arange(3, 5)]), 2)
         >>> next(it).tolist(), next(it).tolist(), it.get_state()
-        ([0, 1], [2, 3], {'parent': {'position': 1}, 'offset': 1})
+        ([0, 1], [2, 3], {'parent': {'position': 1}, 'offset': 1, 'at': 1})
         >>> [b.tolist() for b in it]
         [[4]]
+        >>> it.set_state({"parent": {"position": 0}, "offset": 0, "skip": [[1, 1]]})
+        >>> [b.tolist() for b in it]  # Row 0 of the batch at position 1 went elsewhere.
+        [[0, 1], [2, 4]]
     """
 
     def __init__(
@@ -61,6 +71,8 @@ class RebatchIter(IterNode[Any]):
         self._rows = 0
         self._offset = 0
         self._pending = 0  # Rows to skip in the next batch read (after set_state).
+        self._pending_at: int | None = None  # The `at` a restored state names, if any.
+        self._skips: dict[int, int] = {}  # Position -> rows another process handed out.
         self._origin: tuple[int, ...] | None = None
 
     @property
@@ -86,14 +98,29 @@ class RebatchIter(IterNode[Any]):
                 f"{self!r}: an input batch has no rows (or no array or list-of-str leaf); "
                 "rebatch needs batches with a leading batch dimension."
             )
-        if self._pending >= rows:
+        skipped = max(self._pending, self._skipped_rows() if self._skips else 0)
+        if skipped >= rows:
             raise InvalidStateError(
-                f"{self!r}: the state skips {self._pending} rows of a batch of {rows}. Was it "
+                f"{self!r}: the state skips {skipped} rows of a batch of {rows}. Was it "
                 "saved with other data?"
             )
-        self._batch, self._rows, self._offset = batch, rows, self._pending
-        self._pending = 0
+        if self._pending_at is not None and self._position() != self._pending_at:
+            raise InvalidStateError(
+                f"{self!r}: state['at'] = {self._pending_at} names the batch being cut, but "
+                f"the batch there is at {self._position()}; the state belongs to another "
+                "pipeline."
+            )
+        self._batch, self._rows, self._offset = batch, rows, skipped
+        self._pending, self._pending_at = 0, None
         return True
+
+    def _position(self) -> int | None:
+        """The parent's one-int origin of the batch last read (None without one)."""
+        return parent_position(self._parent)
+
+    def _skipped_rows(self) -> int:
+        """The rows of the batch just read that its `skip` entry says went elsewhere."""
+        return take_skip(self, self._skips, self._parent, sys.maxsize, "rows")
 
     def __next__(self) -> Any:
         pieces: list[Any] = []
@@ -121,22 +148,42 @@ class RebatchIter(IterNode[Any]):
         return pieces[0] if len(pieces) == 1 else concat_batches(pieces)
 
     def get_state(self) -> IteratorState:
+        state: IteratorState
         if self._batch is None and self._pending:
-            return {"parent": self._parent.get_state(), "offset": self._pending}
-        if self._batch is None or self._offset >= self._rows:
-            return {"parent": self._parent.get_state(), "offset": 0}
-        return {"parent": self._start, "offset": self._offset}
+            state = {"parent": self._parent.get_state(), "offset": self._pending}
+            if self._pending_at is not None:
+                state["at"] = self._pending_at
+        elif self._batch is None or self._offset >= self._rows:
+            state = {"parent": self._parent.get_state(), "offset": 0}
+        else:
+            state = {"parent": self._start, "offset": self._offset}
+            at = self._position()
+            if at is not None:  # Whose rows these are, for resharding.
+                state["at"] = at
+        if self._skips:
+            state["skip"] = [[p, n] for p, n in sorted(self._skips.items())]
+        return state
 
     def set_state(self, state: IteratorState, /) -> None:
-        checked = state_dict(self, state, ("parent", "offset"))
+        checked = state_dict(self, state, ("parent", "offset"), ("at", "skip"))
         offset = state_int(self, checked, "offset")
+        at = state_int(self, checked, "at") if "at" in checked else None
+        skips = position_counts(self, checked.get("skip", []), "skip", "rows")
         self._parent.set_state(state_parent(self, checked))
         self._batch, self._rows, self._offset, self._pending = None, 0, 0, offset
+        self._pending_at, self._skips = (at if offset else None), skips
         self._origin = None
 
     def __repr__(self) -> str:
         return f"RebatchIter(batch_size={self._batch_size}, drop_remainder={self._drop_remainder})"
 
 
-REBATCH = declare_op("rebatch", StageTraits(), iter_node=RebatchIter)
+REBATCH = declare_op(
+    "rebatch",
+    # It splits each input batch into rows, as a flat map does (its state names the batch
+    # being cut and the rows handed out), and each output gathers rows: the stages after
+    # it see batches, not positions.
+    StageTraits(splits=True, merges=True),
+    iter_node=RebatchIter,
+)
 """The op's declaration (see `chute_core.declare_op`)."""

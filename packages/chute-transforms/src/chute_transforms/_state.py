@@ -19,7 +19,14 @@ from typing import Any
 
 from chute_core import InvalidStateError
 
-__all__ = ["MAX_SKIPS", "PARENT_STATES", "ParentStates", "position_counts"]
+__all__ = [
+    "MAX_SKIPS",
+    "PARENT_STATES",
+    "ParentStates",
+    "parent_position",
+    "position_counts",
+    "take_skip",
+]
 
 MAX_SKIPS = 1_000_000
 """The most entries a `skip` or `drop` list may hold (a bound on untrusted input: one per
@@ -173,3 +180,52 @@ def position_counts(owner: object, value: object, key: str, unit: str) -> dict[i
         f"{owner!r}: state[{key!r}] must list at most {MAX_SKIPS:,} [position, {unit}] pairs "
         f"(ints, position >= 0 and each once, {unit} >= 1), got {value!r:.200}."
     )
+
+
+def parent_position(parent: object) -> int | None:
+    """The parent's one-int origin of the element it last gave (None without one).
+
+    Example:
+        >>> class Parent:
+        ...     origin = (7,)
+        >>> parent_position(Parent()), parent_position(object())
+        (7, None)
+    """
+    origin: tuple[int, ...] | None = getattr(parent, "origin", None)
+    return origin[0] if origin is not None and len(origin) == 1 else None
+
+
+def take_skip(owner: object, skips: dict[int, int], parent: object, most: int, unit: str) -> int:
+    """Pops the `skip` entry of the element `parent` just gave: its outputs delivered elsewhere.
+
+    A resharded state of a stage that splits elements (a flat map, unbatch, rebatch)
+    lists, by the element's position, how many of its first outputs another process
+    delivered; each entry is used up once its element is read.
+
+    Raises:
+        InvalidStateError: the parent's element has no one-int origin, or the entry
+            counts more than `most` outputs (`unit` names them); the entry is kept.
+
+    Example:
+        >>> class Parent:
+        ...     origin = (4,)
+        >>> skips = {4: 2, 9: 1}
+        >>> take_skip("it", skips, Parent(), 3, "outputs"), skips
+        (2, {9: 1})
+    """
+    position = parent_position(parent)
+    if position is None:
+        raise InvalidStateError(
+            f"{owner!r}: the state lists {unit} to skip by position, but the parent's element "
+            f"has no one-int origin ({getattr(parent, 'origin', None)}); the state belongs to "
+            "another pipeline."
+        )
+    # Not pruned by position: a window shuffle before yields positions out of order.
+    dropped = skips.pop(position, 0)
+    if dropped > most:
+        skips[position] = dropped
+        raise InvalidStateError(
+            f"{owner!r}: the state says {dropped} {unit} of position {position} were "
+            f"delivered elsewhere, but it has {most}; the state belongs to another pipeline."
+        )
+    return dropped
