@@ -33,7 +33,8 @@ def pipelines(draw):
     size = draw(st.integers(0, 60))
     seed = draw(st.integers(0, 5))
     before = draw(st.booleans())  # A filter between the reader and the flat map.
-    workers = draw(st.sampled_from([None, 0, 1]))  # mp_prefetch before the flat map.
+    workers = draw(st.sampled_from([None, 0, 1]))  # mp_prefetch before the flat map...
+    inside = draw(st.booleans())  # ... or after it: the flat map runs in the workers.
     chunk = draw(st.integers(1, 5))
     after = draw(st.booleans())  # A filter of the flat map's outputs.
     batch = draw(st.sampled_from([None, 1, 3]))
@@ -43,12 +44,14 @@ def pipelines(draw):
         it = ds.to_iter_dataset()
         if before:
             it = it.filter(_kept)
-        if workers is not None:
-            options = chute.MultiprocessingOptions(num_workers=workers)
+        options = None if workers is None else chute.MultiprocessingOptions(num_workers=workers)
+        if options is not None and not inside:
             it = it.mp_prefetch(options, chunk_size=chunk)
         it = it.flat_map(_fan)
         if after:
             it = it.map(_flat_pair).filter(_kept)
+        if options is not None and inside:  # A batch after it is stacked by the workers.
+            it = it.mp_prefetch(options, chunk_size=chunk)
         return it if batch is None else it.batch(batch)
 
     return make, batch is not None
@@ -109,9 +112,10 @@ def test_skip_entries_stay_few_over_ten_reshards():
                 .shard(i, n)
                 .to_iter_dataset()
                 .flat_map(_fan)
+                .batch(2)
                 .mp_prefetch(chute.MultiprocessingOptions(num_workers=0))
             ),
-            "stage 4 (mp_prefetch) runs the flat_map of stage 3 in its workers",
+            "stage 5 (mp_prefetch) runs the flat_map of stage 3 in its workers",
             "apply the flat_map after mp_prefetch(...)",
         ),
         (
@@ -133,7 +137,7 @@ def test_skip_entries_stay_few_over_ten_reshards():
             "put it before .shard(...)",
         ),
     ],
-    ids=["inside_workers", "two_flat_maps", "of_batches"],
+    ids=["batched_inside_workers", "two_flat_maps", "of_batches"],
 )
 def test_flat_maps_that_cannot_continue_elsewhere_are_refused_when_built(
     make, stage, reason, refused_alike
@@ -160,3 +164,62 @@ def test_the_resharded_state_restores_in_a_fresh_process_form():
     it = iter(_pipeline(0, 1))
     apply_document(it, document)
     assert next(it) == (0, 1)
+
+
+def _in_workers(index, count, workers=1, batch=None):
+    ds = chute.MapDataset.range(24).shard(index, count).to_iter_dataset()
+    ds = ds.flat_map(lambda x: [(x, k) for k in range(3)])
+    ds = ds.mp_prefetch(chute.MultiprocessingOptions(num_workers=workers), chunk_size=2)
+    return ds if batch is None else ds.batch(batch)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_an_element_the_workers_split_continues_on_its_new_owner(workers):
+    """The workers' state names the element it stopped inside; its new owner's workers
+    leave out the outputs delivered before."""
+    olds = [iter(_in_workers(i, 2, workers)) for i in range(2)]
+    head = [*itertools.islice(olds[0], 8), next(olds[1])]
+    assert head[-3:] == [(4, 0), (4, 1), (1, 0)]
+    documents = [make_document(it, i, 2) for i, it in enumerate(olds)]
+    # Local 2 of shard 0 is unit 1's second position: outputs 0 and 1 of it delivered.
+    assert documents[0]["state"] == {"position": 2, "offset": 2, "through": 2, "at": [2, 2]}
+    assert documents[1]["state"] == {"position": 0, "offset": 1, "through": 0, "at": [0, 1]}
+    new = reshard(documents, 3)
+    assert new[1]["state"]["skip"] == [[0, 1], [1, 2]]  # Globals 1 and 4, of shard 1 of 3.
+    news = [iter(_in_workers(k, 3, workers)) for k in range(3)]
+    for it, document in zip(news, new, strict=True):
+        apply_document(it, document)
+    first = list(itertools.islice(news[1], 3))
+    assert first == [(1, 1), (1, 2), (4, 2)]
+    # The unit of both elements is done: its skip entries are gone from the state.
+    assert {k: v for k, v in news[1].get_state().items() if k != "frontier"} == {
+        "position": 2,
+        "offset": 0,
+    }
+    rest = [x for it in news for x in it]
+    everything = [(x, k) for x in range(24) for k in range(3)]
+    assert sorted([*head, *first, *rest]) == everything
+
+
+def test_a_resharded_state_of_split_elements_restores_in_the_same_process_exactly():
+    olds = [iter(_in_workers(i, 2, 0)) for i in range(2)]
+    _ = [*itertools.islice(olds[0], 8), next(olds[1])]
+    new = reshard([make_document(it, i, 2) for i, it in enumerate(olds)], 3)
+
+    def make():
+        it = iter(_in_workers(1, 3, 0))
+        apply_document(it, json.loads(json.dumps(new[1])))
+        return it
+
+    expected = list(make())
+    assert expected[:3] == [(1, 1), (1, 2), (4, 2)]
+    chute.testing.assert_resumes(make, expected=expected)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_batch_the_workers_stack_after_a_flat_map_reshards_its_records(workers):
+    def make(index, count):
+        return _in_workers(index, count, workers, batch=4)
+
+    run = chute.testing.assert_reshards(make, 3, [2, 5], seed=3, records=chute.testing.rows)
+    assert run.records == 72

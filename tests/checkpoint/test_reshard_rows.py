@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import chute
-from chute_checkpoint import apply_document, make_document, reshard
+from chute_checkpoint import ReshardError, apply_document, make_document, reshard
 
 COUNTS = st.integers(1, 8)
 
@@ -40,7 +40,8 @@ def pipelines(draw):
     size = draw(st.integers(0, 60))
     seed = draw(st.integers(0, 5))
     before = draw(st.booleans())  # A filter between the reader and the unbatch.
-    workers = draw(st.sampled_from([None, 0, 1]))  # mp_prefetch before the unbatch.
+    workers = draw(st.sampled_from([None, 0, 1]))  # mp_prefetch before the unbatch...
+    inside = draw(st.booleans())  # ... or after it: the unbatch runs in the workers.
     chunk = draw(st.integers(1, 5))
     after = draw(st.booleans())  # A filter of the rows.
     batch = draw(st.sampled_from([None, 1, 3]))
@@ -52,14 +53,16 @@ def pipelines(draw):
         if before:
             it = it.filter(_kept)
         it = it.map(_rows)
-        if workers is not None:
-            options = chute.MultiprocessingOptions(num_workers=workers)
+        options = None if workers is None else chute.MultiprocessingOptions(num_workers=workers)
+        if options is not None and (rebatch is not None or not inside):
             it = it.mp_prefetch(options, chunk_size=chunk)
         if rebatch is not None:
             return it.filter(len).rebatch(rebatch)  # Rebatch needs batches with rows.
         it = it.unbatch().map(_record)
         if after:
             it = it.filter(_kept)
+        if options is not None and inside:  # A batch after it is stacked by the workers.
+            it = it.mp_prefetch(options, chunk_size=chunk)
         return it if batch is None else it.batch(batch)
 
     return make, batch is not None or rebatch is not None
@@ -116,9 +119,10 @@ def test_the_batch_a_process_stopped_inside_continues_on_its_new_owner():
                 .to_iter_dataset()
                 .map(_rows)
                 .unbatch()
+                .batch(2)
                 .mp_prefetch(chute.MultiprocessingOptions(num_workers=0))
             ),
-            "stage 5 (mp_prefetch) runs the unbatch of stage 4 in its workers",
+            "stage 6 (mp_prefetch) runs the unbatch of stage 4 in its workers",
             "apply the unbatch after mp_prefetch(...)",
         ),
         (
@@ -140,7 +144,7 @@ def test_the_batch_a_process_stopped_inside_continues_on_its_new_owner():
             "put it before .shard(...)",
         ),
     ],
-    ids=["inside_workers", "two_unbatches", "before_the_stream"],
+    ids=["batched_inside_workers", "two_unbatches", "before_the_stream"],
 )
 def test_unbatches_that_cannot_continue_elsewhere_are_refused_when_built(
     make, stage, reason, refused_alike
@@ -207,3 +211,100 @@ def test_the_rows_of_a_batch_a_rebatch_stopped_inside_go_to_its_new_owner():
     rest = [x for it in news for batch in it for x in batch.tolist()]
     seen = [x for batch in head for x in batch] + [21, 22] + rest
     assert sorted(seen) == [10 * x + k for x in range(10) for k in range(3)]
+
+
+def _tiles(index, x):
+    """A batch whose length follows the index: another host would make another one."""
+    return np.full(index % 4 + 1, x, dtype=np.int64)
+
+
+def _tokens(index, x):
+    return {"tokens": _tiles(index, x)}
+
+
+def _crops(x, rng):
+    return np.full(int(rng.integers(1, 6)), x, dtype=np.int64)
+
+
+@pytest.mark.parametrize(
+    ("make", "stage"),
+    [
+        (
+            lambda i, n: (
+                chute.MapDataset.range(40)
+                .shard(i, n)
+                .map_with_index(_tiles)
+                .to_iter_dataset()
+                .unbatch()
+            ),
+            "stage 4 (unbatch) continues elsewhere an element a process stopped inside, but "
+            "stage 2 (map_with_index) before it",
+        ),
+        (
+            lambda i, n: (
+                chute.MapDataset.range(40)
+                .shard(i, n)
+                .to_iter_dataset()
+                .random_map(_crops, seed=0)
+                .rebatch(3)
+            ),
+            "stage 4 (rebatch) continues elsewhere an element a process stopped inside, but "
+            "stage 3 (random_map) before it makes that element from the number its process "
+            "gives it, which another process count gives anew, so the element would differ; "
+            'put random_map(...) after rebatch(...), or key="record" to draw by record',
+        ),
+        (
+            lambda i, n: (
+                chute.MapDataset.range(40)
+                .shard(i, n)
+                .to_iter_dataset()
+                .map_with_index(_tiles)
+                .flat_map(list)
+            ),
+            "stage 4 (flat_map) continues elsewhere",
+        ),
+        (
+            lambda i, n: (
+                chute.MapDataset.range(40)
+                .shard(i, n)
+                .to_iter_dataset()
+                .map_with_index(_tokens)
+                .pack(4, method="concat_split")
+            ),
+            "stage 4 (pack) continues elsewhere",
+        ),
+    ],
+    ids=["index_then_unbatch", "position_draws_then_rebatch", "index_then_flat_map", "pack"],
+)
+def test_a_split_after_a_stage_that_follows_the_host_numbering_is_refused(
+    make, stage, refused_alike
+):
+    """The element a host stopped inside must be the same on its new owner."""
+    assert refused_alike(make).startswith(stage)
+
+
+def test_draws_by_record_before_an_unbatch_reshard_each_row_once():
+    def make(index, count):
+        ds = chute.MapDataset.range(40).seed(2).shuffle().shard(index, count).to_iter_dataset()
+        return ds.random_map(_crops, seed=0, key="record").unbatch().map(_record)
+
+    run = chute.testing.assert_reshards(make, 3, [4, 2], seed=7)
+    assert run.counts == (3, 4, 2)
+
+
+def test_a_checkpoint_that_records_older_traits_says_so_when_refused():
+    def make(index, count):
+        ds = chute.MapDataset.range(20).shard(index, count).to_iter_dataset()
+        return ds.map_with_index(_indexed)
+
+    olds = [iter(make(i, 2)) for i in range(2)]
+    documents = [make_document(it, i, 2) for i, it in enumerate(olds)]
+    for document in documents:  # As a chute that did not reshard map_with_index saved it.
+        document["traits"]["map_with_index"] = {}
+    with pytest.raises(ReshardError) as caught:
+        reshard(documents, 3)
+    assert str(caught.value).startswith("stage 3 (map_with_index) follows the shard stage")
+    assert str(caught.value).endswith(
+        "(The checkpoint records what map_with_index did in the chute that saved it, which "
+        "this release does otherwise: a checkpoint saved by this release may reshard.)"
+    )

@@ -14,8 +14,8 @@ Two kinds of pipeline continue exactly on another number of JAX processes:
   skips the later ones an old shard consumed: a `chute_samplers.Frontier` in its
   reader's state says which. Stages after the shard must keep positions (map, filter,
   batch, prefetching, `to_device`), except one stream flat map (or unbatch, or
-  rebatch), whose element a process stopped inside goes back to be read, minus its
-  outputs delivered (`_reshard_splits`),
+  rebatch; in the workers too), whose element a process stopped inside goes back to be
+  read, minus its outputs delivered (`_reshard_splits`),
   and one window shuffle or packer, whose elements held go back to be read, minus the
   ones it yielded (`_reshard_windows`).
   A `MapDataset.batch(b)` after the shard counts positions in batches, which cannot be

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from chute_core import PositionLayout
-from chute_execution.internal import CHUNK_POSITIONS, THROUGH
+from chute_execution.internal import AT, CHUNK_POSITIONS, SKIP, THROUGH
 from chute_samplers.internal import FRONTIER, READER_POSITIONS, Frontier
 
 from ._document_shape import check_positions, damaged_state
@@ -69,7 +69,7 @@ def position_of(
         >>> position_of({"position": 64, "offset": 0}, 64, {"stages": []}, "state 0")
         64
     """
-    leaf = {k: v for k, v in leaf_of(state).items() if k != FRONTIER}
+    leaf = {k: v for k, v in leaf_of(state).items() if k not in (FRONTIER, AT, SKIP)}
     check_positions(leaf, where)  # Counters only: int() would hide "4", 4.5 or True.
     drops = any(traits_of(item).drops for item in pipeline["stages"])
     if frontier is not None and leaf.get("offset") and THROUGH not in leaf:  # Skips in a unit.

@@ -2,7 +2,10 @@
 
 (A concat-then-split packer delivers an element's tokens in part the same way: its state
 names the element (`at`) and the tokens emitted (`skip`), and a resharded one drops
-them (`drop`); see `chute_transforms.internal.PACK_STATES`.)
+them (`drop`); see `chute_transforms.internal.PACK_STATES`. A flat map inside the
+workers, before `mp_prefetch`, too: the workers' state names the element and the
+outputs of it delivered (`at`), and a resharded one lists what the workers leave out
+(`skip`); see `chute_execution.internal.CHUNK_POSITIONS`.)
 
 A flat map's state (after `.shard(i, n)...to_iter_dataset()`) is its parent's before
 the element it stopped inside, so that element goes back to be read again by whichever
@@ -31,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from chute_execution.internal import CHUNK_POSITIONS
 from chute_transforms.internal import PACK_STATES, PARENT_STATES
 
 from ._errors import ReshardError
@@ -43,16 +47,20 @@ def _split_state(state: Any) -> tuple[dict[str, Any], Any] | None:
     """The state inside `state` of a stage that delivers elements in part, with its layout.
 
     A flat map's (`PARENT_STATES`: outputs of an element) or a concat-then-split
-    packer's (`PACK_STATES`: tokens of an element); walks the parents' states.
+    packer's (`PACK_STATES`: tokens of an element), walking the parents' states; else
+    the workers' (`CHUNK_POSITIONS`: outputs of an element a flat map split in them).
     """
     while isinstance(state, dict):
         for layout in (PACK_STATES, PARENT_STATES):
             if layout.is_split(state):
                 return state, layout
         try:
-            state = inner_state(state)
+            inner = inner_state(state)
         except ValueError:
             return None  # Not a wrapper's state: no flat map below.
+        if inner is None:
+            return (state, CHUNK_POSITIONS) if CHUNK_POSITIONS.is_split(state) else None
+        state = inner
     return None
 
 

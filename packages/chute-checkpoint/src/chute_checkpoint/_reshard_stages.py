@@ -88,6 +88,17 @@ def check_declared(stages: list[dict[str, Any]]) -> None:
             )
 
 
+def _saved_otherwise(op: str) -> str:
+    """A note if the documents say `op` does other than this release declares, else ''."""
+    saved = _SAVED.get()
+    if saved is None or op not in saved or not is_declared(op) or saved[op] == stage_traits(op):
+        return ""
+    return (
+        f" (The checkpoint records what {op} did in the chute that saved it, which this "
+        "release does otherwise: a checkpoint saved by this release may reshard.)"
+    )
+
+
 def _keeping_positions() -> list[str]:
     known = {**declared_stages(), **(_SAVED.get() or {})}
     return sorted(op for op, traits in known.items() if traits.keeps_positions)
@@ -131,8 +142,14 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
     split: int | None = None  # The flat map after the stream began, if any.
     held: int | None = None  # The window shuffle after the stream began, if any.
     grouped = False  # Whether a batch came before, turning positions into batches.
+    split_grouped = False  # Whether a batch came after the flat map (its outputs grouped).
+    numbered: int | None = None  # A stage whose output follows the host's numbering.
     for number, item in enumerate(stages[shard_at + 1 :], start=shard_at + 1):
         traits = traits_of(item)
+        if numbered is not None and (traits.splits or traits.merges):
+            raise ReshardError(_renumbered(stages, numbered, number))
+        if numbered is None and _numbers(item, traits):
+            numbered = number
         plain = streaming and unit == 1 and not grouped  # Elements are still positions.
         if traits.splits and plain and split is None:
             split = number  # Its element goes back to be read; see `_reshard_splits`.
@@ -144,13 +161,15 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
                 "position of the shard an element is (or keeps state across elements), so "
                 "the global sequence cannot be re-cut; put it before .shard(...), or "
                 f"restore with the same process count. Stages allowed after shard: "
-                f"{_keeping_positions()}."
+                f"{_keeping_positions()}.{_saved_otherwise(str(item['op']))}"
             )
         if traits.begins_stream:
             streaming = True
         elif traits.groups is not None and not streaming:
             unit *= integer_parameter(item, number, traits.groups, 1, "state 0")
         grouped = grouped or traits.groups is not None or traits.merges
+        if split is not None and number > split and (traits.groups or traits.merges):
+            split_grouped = True
         if traits.records_skips and held is not None:
             raise ReshardError(
                 f"stage {number} ({item['op']}) counts the failures of elements that the "
@@ -158,7 +177,9 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
                 "reshard and would be counted again; put it before "
                 f"{stages[held]['op']}(...), or restore with the same process count."
             )
-        ahead = split if split is not None else held
+        # The workers' state names an element they split (their outputs keep its origin),
+        # but not a window they hold, nor the elements of a batch of split outputs.
+        ahead = held if held is not None else (split if split_grouped else None)
         if traits.chunk is not None and ahead is not None:
             raise ReshardError(
                 f"stage {number} ({item['op']}) runs the {stages[ahead]['op']} of stage {ahead} "
@@ -170,6 +191,24 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
         if traits.chunk is not None and item["params"].get(traits.chunk) is not None:
             chunk_size = integer_parameter(item, number, traits.chunk, 1, "state 0")
     return unit, chunk_size
+
+
+def _numbers(item: Mapping[str, Any], traits: StageTraits) -> bool:
+    """Whether the stage's output follows the number its process gives the element."""
+    name = traits.numbered
+    return name is not None and (name == "always" or item["params"].get(name) != "record")
+
+
+def _renumbered(stages: list[dict[str, Any]], numbered: int, number: int) -> str:
+    item, op = stages[number], stages[numbered]["op"]
+    also = ', or key="record" to draw by record' if traits_of(stages[numbered]).random else ""
+    return (
+        f"stage {number} ({item['op']}) continues elsewhere an element a process stopped "
+        f"inside, but stage {numbered} ({op}) before it makes that element from the number "
+        "its process gives it, which another process count gives anew, so the element "
+        f"would differ; put {op}(...) after {item['op']}(...){also}, or restore with the same "
+        "process count."
+    )
 
 
 def branches(stages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

@@ -76,6 +76,12 @@ class StageTraits:
             another process count reads the others again and skips those.
         merges: a stream stage each of whose outputs gathers several elements (packing
             into rows): the stages after it see rows, not positions.
+        numbered: whether its output depends on the number this process gives an
+            element (its position in the shard, or a count), which another process count
+            gives anew: None, never; "always" (an index, as `map_with_index`); or the
+            name of the parameter that decides, numbered unless it is "record" (a random
+            map's `key`). A stage that splits or packs elements after such a stage cannot
+            continue elsewhere an element a process stopped inside.
 
     Example:
         >>> StageTraits(elementwise=True).keeps_positions
@@ -98,6 +104,7 @@ class StageTraits:
     splits: bool = False
     holds: bool = False
     merges: bool = False
+    numbered: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The traits that differ from the defaults, as JSON (sets as sorted lists).

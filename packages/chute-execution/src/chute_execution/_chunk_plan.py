@@ -116,6 +116,9 @@ class ChunkPlan:
         adaptive: the consumer may cut the positions into spans of its own sizes (at
             most `chunk_size`) from the measured cost of the work; a performance
             setting only, as the outputs do not depend on the cut.
+        drops: `(position, n)` pairs: leave out the first `n` outputs of the element
+            at base `position` that an op splits (a flat map's, by their origins
+            `(position, k)`), which another process delivered before a reshard.
 
     Example:
         >>> from chute_transforms import FilterIter, MapIter
@@ -136,6 +139,7 @@ class ChunkPlan:
     names: tuple[str, ...] = ()
     adaptive: bool = False
     traced: bool = False
+    drops: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         check_dataset(self.dataset, "ChunkPlan", "dataset")
@@ -276,6 +280,7 @@ class ChunkPlan:
         """
         start, stop = self.bounds(chunk)
         stream = self._build(start, stop, ledger, clocks)
+        drops = {position: n for position, n in self.drops if start <= position < stop}
         produced = 0
         while True:
             if ledger is not None:
@@ -284,8 +289,16 @@ class ChunkPlan:
                 element = next(stream)
             except StopIteration:
                 return
+            origin = getattr(stream, "origin", None)
+            if (
+                drops
+                and origin is not None
+                and len(origin) > 1
+                and origin[1] < drops.get(origin[0], 0)
+            ):
+                continue  # Delivered by another process before a reshard.
             produced += 1
-            yield element, getattr(stream, "origin", None)
+            yield element, origin
 
     def _maps_only(self) -> MapChain | None:
         """A `MapChain` of the ops if they are all plain maps, else None (cached)."""
@@ -387,7 +400,7 @@ class ChunkPlan:
         asked between elements (see `_chunk_cancel`); once it says yes, the chunk stops
         with `ChunkCancelled`.
         """
-        fast = None if self.timed or self.skip_errors else self._maps_only()
+        fast = None if self.timed or self.skip_errors or self.drops else self._maps_only()
         if read_ahead and fast is None:  # Run in order here: the next span comes next.
             start, stop = self.bounds(chunk)
             self.prefetch((stop, min(len(self.dataset), 2 * stop - start)))

@@ -145,11 +145,11 @@ class MultiprocessBatchIter(IterNode[Any]):
         return self._last_origin  # type: ignore[no-any-return]
 
     def get_state(self) -> IteratorState:
-        last = None
+        around: Sequence[Any] = ()
         cached = self._cached
         if self._offset and cached is not None and cached[0] == self._chunk:
-            last = cached[3][self._offset - 1]
-        return {"parent": self._chunks.state_at(self._chunk, self._offset, last)}
+            around = cached[3][self._offset - 1 : self._offset + 1]
+        return {"parent": self._chunks.state_at(self._chunk, self._offset, *around)}
 
     def set_state(self, state: IteratorState, /) -> None:
         parent = state_parent(self, state_dict(self, state, ("parent",)))

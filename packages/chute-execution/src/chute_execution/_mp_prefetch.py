@@ -41,7 +41,7 @@ from ._shipping import ship
 from ._spans import SpanSchedule
 from ._transport.codec import SlabMessage
 from ._tuning import Tuning
-from ._unit_state import reading_through, split_extras, unit_state
+from ._unit_state import Drops, reading_through, split_extras, unit_state
 from ._worker import WorkerFailure
 from ._worker_pool import WorkerDiedError, WorkerPool, WorkerTimeoutError
 
@@ -117,6 +117,7 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, IterNode[Any]):
         if self._trace is not None:
             self._plan = self._trace.plan
         self._frontier: Frontier | None = None  # Positions a resharded restore skips.
+        self._drops: Drops = ()  # Outputs of split elements a resharded restore leaves out.
         self._shipped: tuple[bytes, bytes | None] | None = None
         if options.num_workers or tuned:
             init = None
@@ -124,14 +125,14 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, IterNode[Any]):
                 init = ship(worker_init_fn, [("worker_init_fn", worker_init_fn)], caller)
             self._shipped = (ship(self._plan, self._plan.parts(), caller), init)
 
-    def _skip(self, frontier: Frontier | None) -> None:
-        """Reads the base through `frontier` from now on (the workers get the new plan)."""
-        if frontier == self._frontier:
+    def _skip(self, frontier: Frontier | None, drops: Drops = ()) -> None:
+        """Reads the base through `frontier`, leaving out `drops` (workers get the new plan)."""
+        if (frontier, drops) == (self._frontier, self._drops):
             return
-        self._frontier = frontier
-        self._plan = reading_through(self._plan, frontier)
+        self._frontier, self._drops = frontier, drops
+        self._plan = reading_through(self._plan, frontier, drops)
         if self._trace is not None:
-            self._trace.plan = reading_through(self._trace.plan, frontier)
+            self._trace.plan = reading_through(self._trace.plan, frontier, drops)
         if self._shipped is not None:
             self._resources.release()  # The next chunk starts workers with the new plan.
             self._shipped = (ship(self._plan, self._plan.parts(), self._caller), self._shipped[1])
@@ -212,19 +213,19 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, IterNode[Any]):
             and self._skip_at > self._offset
         ):
             chunk, offset = chunk + 1, 0
-        last = None
+        around: Sequence[tuple[int, ...] | None] = ()
         if offset and self._outputs is not None and offset <= len(self._origins):
-            last = self._origins[offset - 1]
-        return self.state_at(chunk, offset, last)
+            around = self._origins[offset - 1 : offset + 1]
+        return self.state_at(chunk, offset, *around)
 
-    def state_at(
-        self, chunk: int, offset: int, last_origin: tuple[int, ...] | None = None
-    ) -> dict[str, Any]:
-        """The state at output `offset` of unit `chunk`, the output before it from `last_origin`.
-
-        With `through` and `frontier` where resharding needs them (see `_unit_state`).
-        """
-        return unit_state(self.unit_start(chunk), offset, last_origin, self._frontier)
+    def state_at(self, chunk: int, offset: int, *around: tuple[int, ...] | None) -> dict[str, Any]:
+        """The state at output `offset` of unit `chunk`, past the outputs from `around`."""
+        last, after = (*around, None, None)[:2]  # The last output's, the next's if any.
+        splits = self._plan.max_fan_out != 1  # See `_unit_state`.
+        return unit_state(
+            self.unit_start(chunk), offset, last, self._frontier, next_origin=after,
+            splits=splits, drops=self._drops,
+        )  # fmt: skip
 
     def unit_start(self, chunk: int) -> int:
         """The base position unit `chunk` starts at (the length, past the end)."""
@@ -245,7 +246,7 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, IterNode[Any]):
                 left; unbounded after a flat map without a declared fan-out, where an
                 offset past the stream's outputs is found when they run out).
         """
-        state, frontier = split_extras(state, type(self).__name__, len(self._plan.dataset))
+        state, frontier, drops = split_extras(state, type(self).__name__, len(self._plan.dataset))
         keys = ("position", "offset") if isinstance(state, dict) and "position" in state else None
         checked = state_dict(self, state, keys or ("chunk", "offset"))
         length = len(self._plan.dataset)
@@ -259,7 +260,7 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, IterNode[Any]):
         fan_out = self._plan.max_fan_out
         most = sys.maxsize if fan_out is None else min(sys.maxsize, left * fan_out)
         offset = state_int(self, checked, "offset", maximum=most)
-        self._skip(None if frontier is None else frontier.after(position))
+        self._skip(None if frontier is None else frontier.after(position), drops)
         self._chunk = self._first_unit = self._spans.restart(position)
         self._offset, self._outputs = offset, None
         # A state saved in a unit of another cut may count outputs past this first unit.

@@ -17,7 +17,8 @@ Stable between chute's own packages of one release; may change between releases.
 - `health`, `Health`, `parked_workers`: a prefetching iterator's buffer and workers
   now, and the workers parked for the next iterator (live metrics).
 - `CHUNK_POSITIONS`: the layout of the workers' `{"position", "offset"}` state (and of
-  older versions' `{"chunk", "offset"}`), for resharding.
+  older versions' `{"chunk", "offset"}`), for resharding; `THROUGH`, `AT` and `SKIP`,
+  the keys it adds for resharding (see `_chunk_positions`).
 - `Tuner`, `GAIN`, `RETRY`, `WAIT_SHARE`: the runtime autotuner's policy, for tests
   that feed it measurements of their own.
 
@@ -27,7 +28,7 @@ Example:
     {'position': 70, 'offset': 0}
 """
 
-from ._chunk_positions import CHUNK_POSITIONS, THROUGH
+from ._chunk_positions import AT, CHUNK_POSITIONS, SKIP, THROUGH
 from ._fork_start import thread_count
 from ._health import Health, health, parked_workers
 from ._leases import LEASE_MIN_BYTES
@@ -38,11 +39,13 @@ from ._tuner import GAIN, RETRY, WAIT_SHARE, Tuner
 from ._worker_pool import WorkerPool, add_preload, warm_up
 
 __all__ = [
+    "AT",
     "CHUNK_POSITIONS",
     "DEFAULT_SLAB_SIZE",
     "GAIN",
     "LEASE_MIN_BYTES",
     "RETRY",
+    "SKIP",
     "STAGES_TID_OFFSET",
     "THROUGH",
     "WAIT_SHARE",

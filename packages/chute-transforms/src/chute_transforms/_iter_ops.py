@@ -341,10 +341,10 @@ MAP = declare_op(
 MAP_WITH_INDEX = declare_op(
     "map_with_index",
     # One output per input position: after a shard it reshards like `map`. The index it
-    # passes counts the host's own elements (its shard's positions before the stream, its
-    # stream's outputs after), which a new process count numbers anew: a pure function of
-    # the saved states and the count, as `random_map(key="position")`'s draws are.
-    StageTraits(keeps_positions=True),
+    # passes is the host's own number for the element (its shard's position before the
+    # stream, its stream's count after), which a new process count gives anew: a pure
+    # function of the saved states and the count, as `random_map(key="position")`'s draws.
+    StageTraits(keeps_positions=True, numbered="always"),
     map_node=MapWithIndexMap,
     iter_node=MapWithIndexIter,
 )
@@ -357,7 +357,7 @@ RANDOM_MAP = declare_op(
     # follow the element's origin (key="position": the reader's position, which another
     # process count numbers differently) or its record (key="record": the same draws on
     # any process count).
-    StageTraits(elementwise=True, keeps_positions=True, random=True),
+    StageTraits(elementwise=True, keeps_positions=True, random=True, numbered="key"),
     map_node=RandomMapMap,
     iter_node=RandomMapIter,
 )

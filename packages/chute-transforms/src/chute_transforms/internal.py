@@ -7,7 +7,8 @@ Stable between chute's own packages of one release; may change between releases.
 - `check_key_kind`: the check of a random map's `key` ("position" or "record"), for
   the fluent API to refuse a bad one when the stage is declared.
 - `PARENT_STATES` and `PACK_STATES`: the layouts of the stream ops' states around their
-  parent's, for resharding (see `_state` and `_pack_states`).
+  parent's, for resharding (see `_state` and `_pack_states`); `position_counts`, the
+  check of a state's `[[position, count], ...]` list (a resharded state's `skip`).
 
 Example:
     >>> import numpy as np
@@ -24,6 +25,13 @@ Example:
 from ._batch import Allocate, stacking_into
 from ._pack_states import PACK_STATES
 from ._record_rng import check_key_kind
-from ._state import PARENT_STATES
+from ._state import PARENT_STATES, position_counts
 
-__all__ = ["PACK_STATES", "PARENT_STATES", "Allocate", "check_key_kind", "stacking_into"]
+__all__ = [
+    "PACK_STATES",
+    "PARENT_STATES",
+    "Allocate",
+    "check_key_kind",
+    "position_counts",
+    "stacking_into",
+]
