@@ -55,6 +55,15 @@ class Twice(chute.FlatMapTransform):
         return [element, element]
 
 
+class Fan(chute.FlatMapTransform):
+    """0 to 2 outputs per record, each tagged with its number: every output distinct."""
+
+    max_fan_out = 2
+
+    def flat_map(self, element):
+        return [np.append(element, k) for k in range(int(element[0]) % 3)]
+
+
 def _loader(
     records, epochs, *, shuffle=True, operations=(), workers=0, drop_remainder=False, budget=None
 ):
@@ -80,6 +89,9 @@ _OPERATIONS = {  # Each after `Drawn`: every record of every epoch distinct.
     "map, batch": ((Tagged(), chute.BatchTransform(3)), rows),
     "batch": ((chute.BatchTransform(4),), rows),
     "filter, batch": ((Odd(), chute.BatchTransform(2, drop_remainder=False)), rows),
+    "flat_map": ((Fan(),), None),
+    "flat_map, batch": ((Fan(), chute.BatchTransform(3)), rows),
+    "filter, flat_map, map, batch": ((Odd(), Fan(), Tagged(), chute.BatchTransform(2)), rows),
 }
 
 
@@ -130,9 +142,42 @@ def test_drop_remainder_with_a_remainder_is_refused():
     assert len(reshard(documents, 1)) == 1  # 25 % 5 == 25 % 1 == 0: nothing dropped.
 
 
-def test_a_flat_map_among_the_operations_is_refused_when_built(refused_alike):
-    message = refused_alike(_loader(20, 1, operations=(Twice(),)))
-    assert "FlatMapTransform splits a record inside a unit of work" in message
+class Pair(chute.FlatMapTransform):
+    """Two outputs per record, tagged 0 and 1."""
+
+    max_fan_out = 2
+
+    def flat_map(self, element):
+        return [np.append(element, 0), np.append(element, 1)]
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_flat_map_in_the_workers_continues_a_record_stopped_inside(workers):
+    """A process stopped between the two outputs of a record: its new owner gives the
+    second one only."""
+    make = _loader(30, 2, operations=(Pair(),), workers=workers)
+    olds = [iter(make(i, 3)) for i in range(3)]
+    head = [next(olds[0]) for _ in range(5)] + [next(olds[2])]
+    documents = [make_document(it, i, 3) for i, it in enumerate(olds)]
+    assert documents[0]["state"]["at"] == [2, 1]  # Output 0 of its third record given.
+    news = [iter(make(k, 2)) for k in range(2)]
+    for it, document in zip(news, reshard(documents, 2), strict=True):
+        apply_document(it, document)
+    seen = [tuple(x.tolist()) for x in head] + [tuple(x.tolist()) for it in news for x in it]
+    everything = [tuple(x.tolist()) for i in range(3) for x in make(i, 3)]
+    assert sorted(seen) == sorted(everything) and len(set(everything)) == 120
+
+
+@pytest.mark.parametrize(
+    "operations",
+    [(Twice(), Fan()), (chute.BatchTransform(2), Twice())],
+    ids=["two_flat_maps", "flat_map_after_batch"],
+)
+def test_flat_maps_that_cannot_continue_elsewhere_are_refused_when_built(
+    operations, refused_alike
+):
+    message = refused_alike(_loader(20, 1, operations=operations))
+    assert "two FlatMapTransforms, or one after a BatchTransform" in message
 
 
 def test_a_checkpoint_that_does_not_say_what_its_operations_do_is_refused():

@@ -306,7 +306,7 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
         stages = first["pipeline"]["stages"][at + 1 :]
         taken = taken_ahead(states, positions, count, stages, "the state of shard")
         plan = _elastic_plan(first, at, positions, frontiers, chunk_size, taken, epoch)
-        delivered = delivered_ahead(states, positions, count, "the state of shard")
+        delivered = delivered_ahead(states, positions, count, "the state of shard", epoch)
         olds = tuple(states)
         return dataclasses.replace(plan, failures=failures, delivered=delivered, olds=olds)
     if len(set(positions)) != 1 or any(frontiers):
@@ -420,7 +420,7 @@ def _continued(
         # shard's end: a reader clamps the position of a state with a frontier.
         frontier = Frontier(shard_index, shard_count, (), (), epoch)
     document["state"] = _moved(document["state"], start, plan, shard_count, frontier)
-    assign_skips(document["state"], plan.delivered, shard_index, shard_count)
+    assign_skips(document["state"], plan.delivered, shard_index, shard_count, epoch)
     share_failures(document["state"], plan.failures, shard_index, shard_count)
     return document
 

@@ -223,18 +223,19 @@ def stages_after(stages: list[dict[str, Any]], at: int) -> tuple[int, int | None
         op = item["op"]
         if op not in _LOADER_STAGES:
             raise ReshardError(f"stage {number} ({op}) is no stage a chute.DataLoader has.")
-        if op == "operation" and not traits_of(item).keeps_positions:
+        traits = traits_of(item)
+        if op == "operation" and not (traits.keeps_positions or traits.splits):
             transform = item["params"].get("transform")
             name = transform.get("class") if isinstance(transform, Mapping) else transform
             raise ReshardError(
                 f"this chute.DataLoader's operations include one that is not known to keep "
-                f"one record per position (stage {number}, {name!s:.100}): a FlatMapTransform "
-                "splits a record inside a unit of work, which another process count cannot "
-                "continue, and a checkpoint of a chute before 2026-11-28 does not say what "
-                "its operations do; restore with the same process count, or apply the flat "
-                "map after the loader."
+                f"one record per position (stage {number}, {name!s:.100}): two "
+                "FlatMapTransforms, or one after a BatchTransform, split records in ways "
+                "another process count cannot continue, and a checkpoint of a chute before "
+                "2026-11-28 does not say what its operations do; restore with the same "
+                "process count, or apply the flat map after the loader."
             )
-        chunk = traits_of(item).chunk
+        chunk = traits.chunk
         if chunk is not None:
             chunk_size = integer_parameter(item, number, chunk, 1, "state 0")
     return 1, chunk_size

@@ -34,7 +34,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from chute_execution.internal import CHUNK_POSITIONS
+from chute_samplers.internal import residue, shard_global, shard_locals
 from chute_transforms.internal import PACK_STATES, PARENT_STATES
 
 from ._errors import ReshardError
@@ -65,7 +68,7 @@ def _split_state(state: Any) -> tuple[dict[str, Any], Any] | None:
 
 
 def delivered_ahead(
-    states: Sequence[Any], positions: Sequence[int], count: int, where: str
+    states: Sequence[Any], positions: Sequence[int], count: int, where: str, epoch: int = 0
 ) -> tuple[tuple[int, int], ...]:
     """`(global position, outputs delivered)` of the elements the shards left in part.
 
@@ -73,8 +76,10 @@ def delivered_ahead(
         states: the state of each shard `0..count-1`, in shard order.
         positions: each shard's reader position (what it has read: the positions before
             it are consumed, so entries there are stale).
-        count: the number of shards (global position of shard `i`'s `j`: `i + count * j`).
+        count: the number of shards (global position of shard `i`'s `j`: `i + count * j`,
+            or of each epoch of `epoch` records, see `chute_samplers.internal.shard_global`).
         where: how to name the states in errors.
+        epoch: records per epoch of a sampler's per-epoch stride (0: the stream's).
 
     Raises:
         ReshardError: a damaged flat map state.
@@ -91,15 +96,18 @@ def delivered_ahead(
             raise ReshardError(f"{where} {shard}: {error}") from None
         for local, outputs in entries.items():
             if local >= position:  # Not yet read: its owner drops what came before.
-                found[shard + count * local] = outputs
+                found[shard_global(local, shard, count, epoch)] = outputs
     return tuple(sorted(found.items()))
 
 
-def assign_skips(state: Any, delivered: Sequence[tuple[int, int]], shard: int, count: int) -> Any:
+def assign_skips(
+    state: Any, delivered: Sequence[tuple[int, int]], shard: int, count: int, epoch: int = 0
+) -> Any:
     """`state` (shard `shard` of `count`'s) with the entries its shard holds, as `skip`."""
     found = _split_state(state)
     if found is not None:
         split, layout = found
-        entries = [[(g - shard) // count, n] for g, n in delivered if g % count == shard]
-        layout.with_skips(split, entries)
+        mine = [(g, n) for g, n in delivered if residue(g, count, epoch) == shard]
+        locals_ = shard_locals(np.array([g for g, _ in mine], np.int64), shard, count, epoch)
+        layout.with_skips(split, [[int(p), n] for p, (_, n) in zip(locals_, mine, strict=True)])
     return state

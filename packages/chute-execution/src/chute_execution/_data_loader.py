@@ -356,8 +356,9 @@ class DataLoader:
         `IndexSampler` itself (a subclass, such as `chute.grain`'s for Grain's samplers,
         may number its records otherwise: then it says nothing, and a restore on another
         process count is refused). Each `operation` keeps one record per position (and
-        a filter drops some) unless one is a `FlatMapTransform`, whose records split:
-        then they say nothing either.
+        a filter drops some) unless one is a `FlatMapTransform`, which splits records in
+        the workers: one, before any batch, says so (its outputs name their record);
+        two, or one after a batch, say nothing either.
 
         Example:
             >>> from chute_samplers import IndexSampler
@@ -374,8 +375,14 @@ class DataLoader:
         sampler = StageTraits()
         if type(self.sampler) is IndexSampler:
             sampler = StageTraits(shard=("shard_index", "shard_count"))
-        if any(isinstance(op, FlatMapTransform) for op in self._operations):
-            return {"sampler": sampler, "operation": StageTraits()}
+        flat = [n for n, op in enumerate(self._operations) if isinstance(op, FlatMapTransform)]
+        if flat:  # One, before any batch: split in the workers, by record (see `_unit_state`).
+            batch = next(
+                (n for n, op in enumerate(self._operations) if isinstance(op, BatchTransform)),
+                len(self._operations),
+            )
+            one = len(flat) == 1 and flat[0] < batch
+            return {"sampler": sampler, "operation": StageTraits(splits=one, drops=one)}
         drops = any(isinstance(op, FilterTransform) for op in self._operations)
         return {"sampler": sampler, "operation": StageTraits(keeps_positions=True, drops=drops)}
 

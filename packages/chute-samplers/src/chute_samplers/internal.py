@@ -8,7 +8,8 @@ import-linter contract forbids `chute_samplers._x` from outside).
   dataset at once (what a chunk of work reads), with failures kept per position.
 - `Frontier`, `SkipConsumed`, `read_reader_state`, `reader_state` (and `FRONTIER`,
   `level_of`, `watermark`, `is_watermark`, `first_position`, `residue`): the positions
-  a resharded reader skips because other processes consumed them before the reshard.
+  a resharded reader skips because other processes consumed them before the reshard;
+  `shard_global` and `shard_locals` turn a shard's positions into global ones and back.
 - `MIX_STATES`: the layout of a mixture's state, for resharding each component.
 - `WINDOW_STATES`: the layout of a window shuffle's state, and the positions its current
   window yielded, for resharding; `window_span` and `span_positions` write and read the
@@ -38,7 +39,7 @@ from ._index_sampler import RNG_OP
 from ._mix_iter import MIX_STATES
 from ._node import consecutive
 from ._positions import READER_POSITIONS
-from ._shard_globals import first_position, residue
+from ._shard_globals import first_position, residue, shard_global, shard_locals
 from ._span import Span, read_span, reader_name
 from ._window_states import WINDOW_STATES, span_positions, window_span
 
@@ -61,6 +62,8 @@ __all__ = [
     "reader_name",
     "reader_state",
     "residue",
+    "shard_global",
+    "shard_locals",
     "span_positions",
     "watermark",
     "window_span",
