@@ -173,9 +173,7 @@ def test_a_flat_map_in_the_workers_continues_a_record_stopped_inside(workers):
     [(Twice(), Fan()), (chute.BatchTransform(2), Twice())],
     ids=["two_flat_maps", "flat_map_after_batch"],
 )
-def test_flat_maps_that_cannot_continue_elsewhere_are_refused_when_built(
-    operations, refused_alike
-):
+def test_flat_maps_that_cannot_continue_elsewhere_are_refused_when_built(operations, refused_alike):
     message = refused_alike(_loader(20, 1, operations=operations))
     assert "two FlatMapTransforms, or one after a BatchTransform" in message
 

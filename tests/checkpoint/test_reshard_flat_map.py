@@ -115,8 +115,9 @@ def test_skip_entries_stay_few_over_ten_reshards():
                 .batch(2)
                 .mp_prefetch(chute.MultiprocessingOptions(num_workers=0))
             ),
-            "stage 5 (mp_prefetch) runs the flat_map of stage 3 in its workers",
-            "apply the flat_map after mp_prefetch(...)",
+            "stage 5 (mp_prefetch) runs the batch of stage 4 in its workers, over the outputs "
+            "of the flat_map of stage 3",
+            "apply the batch after mp_prefetch(...) (the workers still build the batches)",
         ),
         (
             lambda i, n: (
@@ -223,3 +224,69 @@ def test_a_batch_the_workers_stack_after_a_flat_map_reshards_its_records(workers
 
     run = chute.testing.assert_reshards(make, 3, [2, 5], seed=3, records=chute.testing.rows)
     assert run.records == 72
+
+
+def test_a_checkpoint_whose_workers_did_not_name_split_elements_is_refused_with_the_reason():
+    """Older chutes saved such states with `through` past the element a process stopped
+    inside: resharding them would lose its other outputs."""
+    olds = [iter(_in_workers(i, 2, 0)) for i in range(2)]
+    _ = [*itertools.islice(olds[0], 4), next(olds[1])]
+    documents = [make_document(it, i, 2) for i, it in enumerate(olds)]
+    for document in documents:  # As the chute before this release wrote them.
+        document["traits"]["mp_prefetch"].pop("names_splits")
+    with pytest.raises(ReshardError) as caught:
+        reshard(documents, 3)
+    assert str(caught.value).startswith(
+        "stage 4 (mp_prefetch) runs the flat_map of stage 3 in its workers"
+    )
+    assert "(The checkpoint records what mp_prefetch did in the chute that saved it" in str(
+        caught.value
+    )
+
+
+def test_a_state_saved_again_right_after_a_restore_still_reshards():
+    """Preempted again before the first step: the state keeps what the restored one said
+    of the element it stopped inside."""
+    olds = [iter(_in_workers(i, 2, 0)) for i in range(2)]
+    head = [*itertools.islice(olds[0], 4), next(olds[1])]
+    again = []
+    for i, it in enumerate(olds):
+        restored = iter(_in_workers(i, 2, 0))
+        apply_document(restored, json.loads(json.dumps(make_document(it, i, 2))))
+        again.append(make_document(restored, i, 2))
+    assert again[0]["state"] == {"position": 0, "offset": 4, "through": 1, "at": [1, 1]}
+    news = [iter(_in_workers(k, 3, 0)) for k in range(3)]
+    for it, document in zip(news, reshard(again, 3), strict=True):
+        apply_document(it, document)
+    rest = [x for it in news for x in it]
+    assert sorted([*head, *rest]) == [(x, k) for x in range(24) for k in range(3)]
+
+
+def _fails_on_seven(x):
+    if x == 7:
+        raise ValueError("record 7 is damaged")
+    return [x * 10 + k for k in range(3)]
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_failing_unit_of_stacked_batches_after_a_reshard_leaves_out_what_was_delivered(
+    workers,
+):
+    """The outputs before the failure are computed again through the resharded state."""
+
+    def make(index, count):
+        ds = chute.MapDataset.range(12).shard(index, count).to_iter_dataset()
+        ds = ds.flat_map(_fails_on_seven)
+        options = chute.MultiprocessingOptions(num_workers=workers)
+        return ds.mp_prefetch(options, chunk_size=8).batch(2)
+
+    olds = [iter(make(i, 2)) for i in range(2)]
+    assert next(olds[0]).tolist() == [0, 1]
+    new = reshard([make_document(it, i, 2) for i, it in enumerate(olds)], 1)
+    it = iter(make(0, 1))
+    apply_document(it, new[0])
+    got = []
+    with pytest.raises(ValueError, match="record 7 is damaged"):
+        got.extend(b.tolist() for b in it)
+    outputs = [2] + [x * 10 + k for x in range(1, 7) for k in range(3)]  # 0, 1 delivered.
+    assert [x for batch in got for x in batch] == outputs[:-1]  # The failing batch is lost.

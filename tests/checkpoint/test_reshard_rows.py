@@ -122,8 +122,9 @@ def test_the_batch_a_process_stopped_inside_continues_on_its_new_owner():
                 .batch(2)
                 .mp_prefetch(chute.MultiprocessingOptions(num_workers=0))
             ),
-            "stage 6 (mp_prefetch) runs the unbatch of stage 4 in its workers",
-            "apply the unbatch after mp_prefetch(...)",
+            "stage 6 (mp_prefetch) runs the batch of stage 5 in its workers, over the outputs "
+            "of the unbatch of stage 4",
+            "apply the batch after mp_prefetch(...)",
         ),
         (
             lambda i, n: (
@@ -308,3 +309,40 @@ def test_a_checkpoint_that_records_older_traits_says_so_when_refused():
         "(The checkpoint records what map_with_index did in the chute that saved it, which "
         "this release does otherwise: a checkpoint saved by this release may reshard.)"
     )
+
+
+def _token_draws(x, rng):
+    return {"tokens": np.full(int(rng.integers(1, 4)), x, dtype=np.int64)}
+
+
+def _row_tokens(row):
+    tokens = row["tokens"] if isinstance(row, dict) else row[0]["tokens"]
+    return sorted(set(int(t) for t in np.ravel(tokens)) - {0})
+
+
+@pytest.mark.parametrize("method", ["first_fit", "best_fit"])
+def test_packers_that_put_back_whole_elements_reshard_after_draws_by_position(method):
+    """Only a packer that cuts elements between rows needs them the same on a new host."""
+
+    def make(index, count):
+        ds = chute.MapDataset.range(1, 41).shard(index, count).to_iter_dataset()
+        return ds.random_map(_token_draws, seed=0).pack(6, method=method)
+
+    chute.checkpoint.check_reshardable(iter(make(0, 2)))
+    run = chute.testing.assert_reshards(make, 2, [3], seed=4, records=_row_tokens)
+    assert run.records == 40
+
+
+def test_a_checkpoint_that_does_not_say_its_stage_is_numbered_is_refused_all_the_same():
+    olds = [iter(_numbered_unbatch(i, 2)) for i in range(2)]
+    next(olds[0])
+    documents = [make_document(it, i, 2) for i, it in enumerate(olds)]
+    for document in documents:  # As the first chute that resharded map_with_index saved it.
+        document["traits"]["map_with_index"] = {"keeps_positions": True}
+    with pytest.raises(ReshardError, match=r"stage 4 \(unbatch\) continues elsewhere"):
+        reshard(documents, 3)
+
+
+def _numbered_unbatch(index, count):
+    ds = chute.MapDataset.range(40).shard(index, count).map_with_index(_tiles)
+    return ds.to_iter_dataset().unbatch()

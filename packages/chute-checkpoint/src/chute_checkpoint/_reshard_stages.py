@@ -142,11 +142,11 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
     split: int | None = None  # The flat map after the stream began, if any.
     held: int | None = None  # The window shuffle after the stream began, if any.
     grouped = False  # Whether a batch came before, turning positions into batches.
-    split_grouped = False  # Whether a batch came after the flat map (its outputs grouped).
+    split_grouped: int | None = None  # A batch of the flat map's outputs, if any.
     numbered: int | None = None  # A stage whose output follows the host's numbering.
     for number, item in enumerate(stages[shard_at + 1 :], start=shard_at + 1):
         traits = traits_of(item)
-        if numbered is not None and (traits.splits or traits.merges):
+        if numbered is not None and _continues_elements(item, traits):
             raise ReshardError(_renumbered(stages, numbered, number))
         if numbered is None and _numbers(item, traits):
             numbered = number
@@ -169,7 +169,7 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
             unit *= integer_parameter(item, number, traits.groups, 1, "state 0")
         grouped = grouped or traits.groups is not None or traits.merges
         if split is not None and number > split and (traits.groups or traits.merges):
-            split_grouped = True
+            split_grouped = number if split_grouped is None else split_grouped
         if traits.records_skips and held is not None:
             raise ReshardError(
                 f"stage {number} ({item['op']}) counts the failures of elements that the "
@@ -177,26 +177,61 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
                 "reshard and would be counted again; put it before "
                 f"{stages[held]['op']}(...), or restore with the same process count."
             )
-        # The workers' state names an element they split (their outputs keep its origin),
-        # but not a window they hold, nor the elements of a batch of split outputs.
-        ahead = held if held is not None else (split if split_grouped else None)
-        if traits.chunk is not None and ahead is not None:
-            raise ReshardError(
-                f"stage {number} ({item['op']}) runs the {stages[ahead]['op']} of stage {ahead} "
-                "in its workers, whose state counts outputs within a unit of work, not "
-                "positions, so an element or window a process stopped inside cannot be "
-                f"continued elsewhere; apply the {stages[ahead]['op']} after {item['op']}(...), "
-                "or restore with the same process count."
-            )
+        if traits.chunk is not None:
+            _check_workers(stages, number, traits, held if held is not None else split)
+            if split is not None and split_grouped is not None:
+                raise ReshardError(_batched_in_workers(stages, number, split, split_grouped))
         if traits.chunk is not None and item["params"].get(traits.chunk) is not None:
             chunk_size = integer_parameter(item, number, traits.chunk, 1, "state 0")
     return unit, chunk_size
 
 
+def _check_workers(
+    stages: list[dict[str, Any]], number: int, traits: StageTraits, ahead: int | None
+) -> None:
+    """Raises if chunked stage `number` runs a stage whose elements its state cannot name.
+
+    A window or packed rows (held), or a split unless the stage `names_splits`.
+    """
+    if ahead is None or (traits_of(stages[ahead]).splits and traits.names_splits):
+        return
+    op, inner = stages[number]["op"], stages[ahead]["op"]
+    raise ReshardError(
+        f"stage {number} ({op}) runs the {inner} of stage {ahead} in its workers, whose "
+        "state counts outputs within a unit of work, not positions, so an element or window "
+        f"a process stopped inside cannot be continued elsewhere; apply the {inner} after "
+        f"{op}(...), or restore with the same process count.{_saved_otherwise(str(op))}"
+    )
+
+
+def _batched_in_workers(stages: list[dict[str, Any]], number: int, split: int, batch: int) -> str:
+    op, batched = stages[number]["op"], stages[batch]["op"]
+    return (
+        f"stage {number} ({op}) runs the {batched} of stage {batch} in its workers, over the "
+        f"outputs of the {stages[split]['op']} of stage {split}: its state counts what "
+        f"{batched} gives, outputs of several elements at once, so an element a process "
+        f"stopped inside cannot be continued elsewhere; apply the {batched} after {op}(...) "
+        "(the workers still build the batches), or restore with the same process count."
+    )
+
+
 def _numbers(item: Mapping[str, Any], traits: StageTraits) -> bool:
-    """Whether the stage's output follows the number its process gives the element."""
-    name = traits.numbered
+    """Whether the stage's output follows the number its process gives the element.
+
+    By what the checkpoint says, or this release's declaration: older checkpoints do not
+    say it.
+    """
+    name = traits.numbered or stage_traits(str(item["op"])).numbered
     return name is not None and (name == "always" or item["params"].get(name) != "record")
+
+
+def _continues_elements(item: Mapping[str, Any], traits: StageTraits) -> bool:
+    """Whether the stage continues elsewhere an element a process stopped inside.
+
+    A split (flat map, unbatch, rebatch), or a packer that cuts elements between rows
+    (`method="concat_split"`); other packers put back whole elements, as a window does.
+    """
+    return traits.splits or (traits.merges and item["params"].get("method") == "concat_split")
 
 
 def _renumbered(stages: list[dict[str, Any]], numbered: int, number: int) -> str:

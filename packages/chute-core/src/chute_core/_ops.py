@@ -76,6 +76,9 @@ class StageTraits:
             another process count reads the others again and skips those.
         merges: a stream stage each of whose outputs gathers several elements (packing
             into rows): the stages after it see rows, not positions.
+        names_splits: a chunked stage whose state, when it stops inside an element that
+            the stages it runs split (a flat map before it), names that element and the
+            outputs of it delivered, so such a split continues on another process count.
         numbered: whether its output depends on the number this process gives an
             element (its position in the shard, or a count), which another process count
             gives anew: None, never; "always" (an index, as `map_with_index`); or the
@@ -104,6 +107,7 @@ class StageTraits:
     splits: bool = False
     holds: bool = False
     merges: bool = False
+    names_splits: bool = False
     numbered: str | None = None
 
     def as_json(self) -> dict[str, Any]:

@@ -136,7 +136,8 @@ def _stage(op: str, **params: Any) -> PipelineStage:
 
 for _op in ("data_source", "sampler", "operation", "error_budget"):
     declare_stage(_op, StageTraits())  # None keeps positions a reshard could re-cut.
-declare_stage("chunks", StageTraits(chunk="chunk_size"))  # How the workers cut the records.
+# How the workers cut the records; their state names a record a flat map split.
+declare_stage("chunks", StageTraits(chunk="chunk_size", names_splits=True))
 
 
 def _operation_name(number: int, op: object) -> str:

@@ -83,8 +83,9 @@ class MultiprocessBatchIter(IterNode[Any]):
                 raise
             except Exception as error:
                 # The rows before the failure are handed out first, as without workers.
-                replay = self._chunks.replay_for(chunk)
-                outputs, origins, skips, *_ = outputs_before(self._plan, chunk, error, replay)
+                replay = self._chunks.replay_for(chunk)  # The plan the workers run now:
+                plan = self._chunks.plan  # through a resharded state's skips.
+                outputs, origins, skips, *_ = outputs_before(plan, chunk, error, replay)
                 stacked, self._failure = Unstacked(outputs), error
             if stacked is None:
                 rows = 0

@@ -41,14 +41,14 @@ from ._shipping import ship
 from ._spans import SpanSchedule
 from ._transport.codec import SlabMessage
 from ._tuning import Tuning
-from ._unit_state import Drops, reading_through, split_extras, unit_state
+from ._unit_state import Drops, UnitStates, reading_through, split_extras
 from ._worker import WorkerFailure
 from ._worker_pool import WorkerDiedError, WorkerPool, WorkerTimeoutError
 
 __all__ = ["MP_PREFETCH", "MultiprocessPrefetchIter", "WorkerError"]
 
 
-class MultiprocessPrefetchIter(ChunkSkips, Tuning, IterNode[Any]):
+class MultiprocessPrefetchIter(ChunkSkips, Tuning, UnitStates, IterNode[Any]):
     """Runs a `ChunkPlan` on worker processes and yields its outputs in order.
 
     Args:
@@ -118,6 +118,7 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, IterNode[Any]):
             self._plan = self._trace.plan
         self._frontier: Frontier | None = None  # Positions a resharded restore skips.
         self._drops: Drops = ()  # Outputs of split elements a resharded restore leaves out.
+        self._restored = None
         self._shipped: tuple[bytes, bytes | None] | None = None
         if options.num_workers or tuned:
             init = None
@@ -218,15 +219,6 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, IterNode[Any]):
             around = self._origins[offset - 1 : offset + 1]
         return self.state_at(chunk, offset, *around)
 
-    def state_at(self, chunk: int, offset: int, *around: tuple[int, ...] | None) -> dict[str, Any]:
-        """The state at output `offset` of unit `chunk`, past the outputs from `around`."""
-        last, after = (*around, None, None)[:2]  # The last output's, the next's if any.
-        splits = self._plan.max_fan_out != 1  # See `_unit_state`.
-        return unit_state(
-            self.unit_start(chunk), offset, last, self._frontier, next_origin=after,
-            splits=splits, drops=self._drops,
-        )  # fmt: skip
-
     def unit_start(self, chunk: int) -> int:
         """The base position unit `chunk` starts at (the length, past the end)."""
         span = self._spans.span(chunk)
@@ -246,7 +238,9 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, IterNode[Any]):
                 left; unbounded after a flat map without a declared fan-out, where an
                 offset past the stream's outputs is found when they run out).
         """
-        state, frontier, drops = split_extras(state, type(self).__name__, len(self._plan.dataset))
+        state, frontier, drops, before = split_extras(
+            state, type(self).__name__, len(self._plan.dataset)
+        )
         keys = ("position", "offset") if isinstance(state, dict) and "position" in state else None
         checked = state_dict(self, state, keys or ("chunk", "offset"))
         length = len(self._plan.dataset)
@@ -263,6 +257,7 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, IterNode[Any]):
         self._skip(None if frontier is None else frontier.after(position), drops)
         self._chunk = self._first_unit = self._spans.restart(position)
         self._offset, self._outputs = offset, None
+        self.restored(self._chunk, offset, before)
         # A state saved in a unit of another cut may count outputs past this first unit.
         self._carry = keys is not None or self._spans.adaptive
         self._failure = None
@@ -493,7 +488,9 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, IterNode[Any]):
 
 MP_PREFETCH = declare_op(
     "mp_prefetch",
-    StageTraits(keeps_positions=True, chunk="chunk_size", performance=WORKER_KNOBS),
+    StageTraits(
+        keeps_positions=True, chunk="chunk_size", performance=WORKER_KNOBS, names_splits=True
+    ),
     iter_node=MultiprocessPrefetchIter,
 )
 """The op's declaration (see `chute_core.declare_op`)."""

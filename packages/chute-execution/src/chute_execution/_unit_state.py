@@ -25,7 +25,7 @@ from chute_transforms.internal import position_counts
 from ._chunk_plan import ChunkPlan
 from ._chunk_positions import AT, SKIP, THROUGH
 
-__all__ = ["Drops", "reading_through", "split_extras", "unit_state"]
+__all__ = ["Drops", "UnitStates", "reading_through", "split_extras", "unit_state"]
 
 Drops = tuple[tuple[int, int], ...]
 """`(position, outputs)` pairs: outputs of split elements delivered by another process."""
@@ -76,36 +76,84 @@ def unit_state(
 
 def split_extras(
     state: IteratorState, owner: str, length: int
-) -> tuple[IteratorState, Frontier | None, Drops]:
-    """`state` without its extras, and the frontier and outputs to leave out it names.
+) -> tuple[IteratorState, Frontier | None, Drops, dict[str, Any]]:
+    """`state` without its extras, and the frontier, drops and `before` they say.
 
-    `through` and `at` are checked (they are derived), `frontier` and `skip` read.
+    `frontier` and `skip` are read; `through` and `at`, what the state says of the
+    outputs before it, are checked and returned as they are (`before`).
 
     With a frontier (a resharded state), a position past `length` is clamped to it, as
     readers do (see `chute_samplers.internal.read_reader_state`).
 
     Example:
         >>> split_extras({"position": 8, "offset": 2, "through": 12}, "it", 10)
-        ({'position': 8, 'offset': 2}, None, ())
+        ({'position': 8, 'offset': 2}, None, (), {'through': 12})
         >>> split_extras({"position": 8, "offset": 0, "skip": [[9, 2]]}, "it", 10)
-        ({'position': 8, 'offset': 0}, None, ((9, 2),))
+        ({'position': 8, 'offset': 0}, None, ((9, 2),), {})
     """
     if not isinstance(state, dict) or not ({FRONTIER, THROUGH, AT, SKIP} & set(state)):
-        return state, None, ()
+        return state, None, (), {}
     rest = dict(state)
-    through = rest.pop(THROUGH, 0)
+    before = {key: rest.pop(key) for key in (THROUGH, AT) if key in rest}
+    through = before.get(THROUGH, 0)
     if type(through) is not int or not 0 <= through <= sys.maxsize:
         raise InvalidStateError(
             f"{owner}: state['through'] = {through!r:.50} is no int in [0, {sys.maxsize}]."
         )
-    if AT in rest:
-        position_counts(owner, [rest.pop(AT)], AT, "outputs")  # One [position, outputs].
+    if AT in before:
+        position_counts(owner, [before[AT]], AT, "outputs")  # One [position, outputs].
     drops = tuple(position_counts(owner, rest.pop(SKIP, []), SKIP, "outputs").items())
     frontier = Frontier.from_json(rest.pop(FRONTIER), owner) if FRONTIER in rest else None
     position = rest.get("position")
     if frontier is not None and type(position) is int and position > length:
         rest["position"] = length
-    return rest, frontier, drops
+    return rest, frontier, drops, before
+
+
+class UnitStates:
+    """Part of `MultiprocessPrefetchIter`: its plan and states, as resharding reads them.
+
+    The iterator sets `_plan`, `_frontier`, `_drops` and `_restored` (see `restored`),
+    and gives `unit_start`.
+    """
+
+    _plan: ChunkPlan
+    _frontier: Frontier | None
+    _drops: Drops
+    _restored: tuple[int, int, dict[str, Any]] | None
+
+    def unit_start(self, chunk: int) -> int:
+        """The base position unit `chunk` starts at (given by the iterator)."""
+        raise NotImplementedError
+
+    @property
+    def plan(self) -> ChunkPlan:
+        """The plan the workers run now (reading through what a resharded state skips)."""
+        return self._plan
+
+    def restored(self, chunk: int, offset: int, before: dict[str, Any]) -> None:
+        """Keeps what a restored state said of the outputs before its output `offset`.
+
+        That is `through` and `at` of unit `chunk`, for the states saved again before the
+        unit's outputs are at hand.
+        """
+        self._restored = (chunk, offset, before) if offset and before else None
+
+    def state_at(self, chunk: int, offset: int, *around: tuple[int, ...] | None) -> dict[str, Any]:
+        """The state at output `offset` of unit `chunk`, past the outputs from `around`.
+
+        `around`: the last output's origin, and the next's if the unit has one.
+        """
+        last, after = (*around, None, None)[:2]
+        splits = self._plan.max_fan_out != 1
+        state = unit_state(
+            self.unit_start(chunk), offset, last, self._frontier, next_origin=after,
+            splits=splits, drops=self._drops,
+        )  # fmt: skip
+        restored = self._restored
+        if not around and restored is not None and restored[:2] == (chunk, offset):
+            state.update(restored[2])  # Saved again before the unit's outputs came.
+        return state
 
 
 def reading_through(plan: ChunkPlan, frontier: Frontier | None, drops: Drops = ()) -> ChunkPlan:
