@@ -65,6 +65,18 @@ def test_importable_modules_are_told_apart_from_the_others(tmp_path):
             assert importable_in_workers("loaded_by_path")  # Now a worker finds it.
         finally:
             sys.path.remove(str(tmp_path))
+        assert not importable_in_workers("loaded_by_path")  # Answers follow `sys.path`...
+        sys.path.insert(0, str(tmp_path))
+        try:
+            assert importable_in_workers("loaded_by_path")
+            (tmp_path / "elsewhere").mkdir()
+            moved = tmp_path / "elsewhere" / "loaded_by_path.py"
+            moved.write_text(path.read_text())
+            spec = importlib.util.spec_from_file_location("loaded_by_path", moved)
+            sys.modules["loaded_by_path"] = importlib.util.module_from_spec(spec)
+            assert not importable_in_workers("loaded_by_path")  # ... and the module.
+        finally:
+            sys.path.remove(str(tmp_path))
     finally:
         del sys.modules["loaded_by_path"]
 

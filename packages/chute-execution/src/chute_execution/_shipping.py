@@ -100,7 +100,19 @@ def importable_in_workers(name: str) -> bool:
         return False
     if spec.origin in ("built-in", "frozen"):
         return True
-    return _found_again(name, spec)
+    # Asking the finders costs file-system calls (a few ms for a plan's modules, at each
+    # resharded restore): the answer is kept while the module and `sys.path` stay.
+    path = tuple(sys.path)
+    known = _IMPORTABLE.get(name)
+    if known is not None and known[0] is module and known[1] == path:
+        return known[2]
+    found = _found_again(name, spec)
+    _IMPORTABLE[name] = (module, path, found)
+    return found
+
+
+_IMPORTABLE: dict[str, tuple[Any, tuple[str, ...], bool]] = {}
+"""`importable_in_workers`' answers, by module name: (module, `sys.path`, answer)."""
 
 
 _REGISTRY_LOCK = threading.Lock()
