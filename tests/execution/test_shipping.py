@@ -241,3 +241,42 @@ def test_a_finder_that_cannot_answer_is_passed_over():
         assert unship(ship(os.path.join)) is os.path.join
     finally:
         del sys.meta_path[0]
+
+
+def test_importable_answers_follow_the_package_path_the_finders_and_the_file(tmp_path):
+    """The answers are kept between calls, but not past a change a new import would see."""
+    package = tmp_path / "kept_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "sub.py").write_text("X = 1\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        importlib.import_module("kept_pkg.sub")
+        assert importable_in_workers("kept_pkg.sub")
+        other = tmp_path / "other"
+        other.mkdir()
+        (other / "sub.py").write_text("X = 2\n")
+        sys.modules["kept_pkg"].__path__.insert(0, str(other))  # Another sub.py first.
+        assert not importable_in_workers("kept_pkg.sub")
+        sys.modules["kept_pkg"].__path__.pop(0)
+        assert importable_in_workers("kept_pkg.sub")
+
+        class Elsewhere:  # A finder that would send a new import somewhere else.
+            @staticmethod
+            def find_spec(name, path, target=None):
+                if name == "kept_pkg.sub":
+                    return importlib.util.spec_from_file_location(name, other / "sub.py")
+                return None
+
+        sys.meta_path.insert(0, Elsewhere)
+        try:
+            assert not importable_in_workers("kept_pkg.sub")
+        finally:
+            sys.meta_path.remove(Elsewhere)
+        assert importable_in_workers("kept_pkg.sub")
+        (package / "sub.py").unlink()  # Its file gone: a worker could not import it.
+        assert not importable_in_workers("kept_pkg.sub")
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in ("kept_pkg.sub", "kept_pkg"):
+            sys.modules.pop(name, None)

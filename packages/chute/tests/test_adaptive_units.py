@@ -44,8 +44,10 @@ def test_a_state_inside_an_adaptive_unit_names_its_position():
     for _ in range(5):
         next(it)
     state = it.get_state()
-    # The filter made outputs and positions differ: the state says where its last came from.
-    assert set(state) == {"position", "offset", "through"}
+    # The filter made outputs and positions differ, and the 5th output is the first of its
+    # element: the state says which element that is and how many of its outputs came.
+    assert set(state) == {"position", "offset", "through", "at"}
+    assert state["at"] == [state["through"], 1]
     rest = list(it)
     again = iter(_pipeline(2, chunk_size=64))
     again.set_state(state)

@@ -23,6 +23,7 @@ import pickle
 import sys
 import threading
 import types
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -101,18 +102,33 @@ def importable_in_workers(name: str) -> bool:
     if spec.origin in ("built-in", "frozen"):
         return True
     # Asking the finders costs file-system calls (a few ms for a plan's modules, at each
-    # resharded restore): the answer is kept while the module and `sys.path` stay.
-    path = tuple(sys.path)
+    # resharded restore): the answer is kept while what it was found from stays (see
+    # `_lookup`) and the module's file is there. A file added ahead of it on an
+    # unchanged `sys.path` (which would shadow it in a new process) is not noticed.
+    parent, _, _ = name.rpartition(".")
+    looked_up = _lookup(parent, spec)
     known = _IMPORTABLE.get(name)
-    if known is not None and known[0] is module and known[1] == path:
-        return known[2]
-    found = _found_again(name, spec)
-    _IMPORTABLE[name] = (module, path, found)
-    return found
+    there = spec.origin is None or os.path.exists(spec.origin)
+    if known is not None and known[0]() is module and known[1] == looked_up and there:
+        found = known[2]
+    else:
+        found = _found_again(name, spec)
+        _IMPORTABLE[name] = (weakref.ref(module), looked_up, found)
+    return found and (not parent or importable_in_workers(parent))
 
 
-_IMPORTABLE: dict[str, tuple[Any, tuple[str, ...], bool]] = {}
-"""`importable_in_workers`' answers, by module name: (module, `sys.path`, answer)."""
+def _lookup(parent: str, spec: Any) -> tuple[Any, ...]:
+    """What `_found_again` reads besides the files.
+
+    The module's spec, `sys.path`, the finders, and the parent package and its `__path__`.
+    """
+    package = sys.modules.get(parent) if parent else None
+    folders = tuple(getattr(package, "__path__", None) or ())
+    return spec, tuple(sys.path), tuple(map(id, sys.meta_path)), id(package), folders
+
+
+_IMPORTABLE: dict[str, tuple[weakref.ref[Any], tuple[Any, ...], bool]] = {}
+"""`importable_in_workers`' answers, by module name: (module, `_lookup`, answer)."""
 
 
 _REGISTRY_LOCK = threading.Lock()
