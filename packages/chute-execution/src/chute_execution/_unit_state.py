@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from chute_core import InvalidStateError, IteratorState
@@ -121,10 +122,7 @@ class UnitStates:
     _frontier: Frontier | None
     _drops: Drops
     _restored: tuple[int, int, dict[str, Any]] | None
-
-    def unit_start(self, chunk: int) -> int:
-        """The base position unit `chunk` starts at (given by the iterator)."""
-        raise NotImplementedError
+    unit_start: Callable[[int], int]  # The base position a unit starts at (the iterator's).
 
     @property
     def plan(self) -> ChunkPlan:
