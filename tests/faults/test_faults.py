@@ -316,11 +316,13 @@ def test_shared_memory_segments_are_owner_only():
         .map(np.arange)
         .mp_prefetch(fs.options(), chunk_size=4)
     )
+    chute.stop_idle_workers()  # Parked workers of an earlier test would serve it unseen.
     before = fs.children()
     it = iter(ds)
     next(it)
     workers = sorted(fs.children() - before)
     try:
+        assert len(workers) == 2, workers
         assert fs.wait_until(lambda: fs.segments(workers) != [])
         mine = fs.segments([me])
         assert mine, "SharedMemorySource made no segment"

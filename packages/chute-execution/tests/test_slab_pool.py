@@ -18,7 +18,7 @@ import threading
 import numpy as np
 import pytest
 
-from chute_core.internal import SHM_PREFIX, shm_dir
+from chute_core.internal import SHM_PREFIX, owner_tag, shm_dir
 from chute_execution import (
     ChunkPlan,
     MultiprocessingOptions,
@@ -26,7 +26,7 @@ from chute_execution import (
     free_idle_slabs,
 )
 from chute_execution._transport import pool as pool_module
-from chute_execution._transport.pool import POOL, SlabPool
+from chute_execution._transport.pool import KEPT, POOL, SlabPool
 from chute_testing.execution import FullArray
 from chute_transforms import MapIter
 
@@ -113,6 +113,33 @@ def test_free_idle_slabs_unlinks_them_and_says_how_many_bytes():
     assert held > 0 and _pool_inodes()
     assert free_idle_slabs() == held
     assert POOL.idle_bytes() == 0 and not _pool_inodes()
+
+
+def _left_over(size: int = COPIED * 8) -> str:
+    """A slab left to this process under a name no release of its own looks for.
+
+    As when a worker renamed its slabs for its iterator only after that iterator's
+    release had looked for them.
+    """
+    path = shm_dir() / f"{SHM_PREFIX}{owner_tag()}-{KEPT}0badcafe-{os.urandom(6).hex()}"
+    path.write_bytes(bytes(size))
+    return str(path)
+
+
+def test_slabs_left_under_another_iterators_name_are_taken_over_by_the_next_release():
+    left = _left_over()
+    inode = os.stat(left).st_ino
+    assert _firsts(_iterator()) == list(range(24))
+    assert not os.path.exists(left)
+    assert inode in _pool_inodes()  # In the pool now, for the next iterators.
+    free_idle_slabs()
+    assert not _pool_inodes()
+
+
+def test_free_idle_slabs_also_frees_slabs_left_to_this_process_that_no_release_took():
+    left = _left_over()
+    free_idle_slabs()
+    assert not os.path.exists(left)
 
 
 _EXITING = """

@@ -11,7 +11,7 @@ from chute_core import ChuteError, SharedMemoryError
 from chute_core.internal import SHM_PREFIX, owner_tag, reclaim_orphaned_segments, shm_dir
 
 from ._chunk_plan import ChunkPlan
-from ._transport.pool import POOL, budget
+from ._transport.pool import KEPT, POOL, budget
 from ._transport.reader import SlabReader
 from ._transport.slab import unlink_quietly
 from ._worker import WorkerFailure
@@ -101,7 +101,7 @@ class Resources:
         """
         self.pool, self.reader = pool, SlabReader()
         keeping = budget() > 0  # Else the workers unlink their slabs when they stop.
-        self._kept = f"{owner_tag()}-kept{secrets.token_hex(4)}" if keeping else ""
+        self._kept = f"{owner_tag()}-{KEPT}{secrets.token_hex(4)}" if keeping else ""
         workers = pool.num_workers
         slabs = POOL.take(workers * slabs_per_worker)  # Largest first: dealt round.
         self._given = [name for name, _ in slabs]
@@ -130,13 +130,17 @@ class Resources:
         """Takes over the slabs the stopped workers left us (named `kept`).
 
         They wait in the pool as long as the workers may wait parked (`idle_seconds`).
+        Slabs left to this process under another iterator's name are taken too: the
+        pool is the process's, and a slab a worker renamed after its own iterator's
+        release had looked would otherwise stay until the process exits (one CI run
+        under load left six so).
         """
         folder = shm_dir()
         for name in given:  # Given to a worker that ended before taking them over.
             unlink_quietly(str(folder / name))
         if not kept:
             return
-        prefix = f"{SHM_PREFIX}{kept}-"
+        prefix = f"{SHM_PREFIX}{owner_tag()}-{KEPT}"
         try:
             names = [name for name in os.listdir(folder) if name.startswith(prefix)]
         except OSError:

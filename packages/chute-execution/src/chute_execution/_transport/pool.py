@@ -59,6 +59,9 @@ __all__ = ["MIN_IDLE_SECONDS", "POOL", "SlabPool", "budget", "free_idle_slabs"]
 
 MIN_IDLE_SECONDS = 1.0
 """The shortest time an idle slab is kept (also after iterators with no idle workers)."""
+KEPT = "kept"
+"""What starts the name a consumer gives the slabs its stopping workers leave it
+(`<owner tag>-kept<hex>`): `SlabPool.adopt` takes them over, `SlabPool.free` frees them."""
 _MOST_BYTES = 512 * 2**20
 _SHARE_OF_FOLDER = 8
 _SMALL_FOLDER = 2**30
@@ -265,7 +268,10 @@ class SlabPool:
             return sum(size for _, size in self._mine())
 
     def free(self) -> int:
-        """Unlinks every idle slab, and any slab given out but never taken over.
+        """Unlinks every idle slab, and every slab given out but never taken over.
+
+        Slabs that stopped workers left to this process (named `KEPT`) but that no
+        release took over are unlinked too.
 
         Returns:
             Bytes freed (of the slabs in the pool).
@@ -285,12 +291,17 @@ class SlabPool:
             try:  # The folder may be gone, or its variable changed (at exit too).
                 folder = shm_dir()
                 mine = f"{SHM_PREFIX}{owner_tag(create=False)}-"
-                names = [n for n in os.listdir(folder) if n.startswith(mine) and "-pool-" in n]
+                names = [n for n in os.listdir(folder) if _idle_name(n, mine)]
             except (OSError, ChuteError):
                 names = []
             for name in names:
                 unlink_quietly(str(folder / name))
         return sum(size for _, size in slabs)
+
+
+def _idle_name(name: str, mine: str) -> bool:
+    """Whether `name` is one of this process's (`mine`) idle slabs: pooled, or left to it."""
+    return name.startswith(mine) and ("-pool-" in name or name[len(mine) :].startswith(KEPT))
 
 
 POOL = SlabPool()
