@@ -136,6 +136,27 @@ def test_slabs_left_under_another_iterators_name_are_taken_over_by_the_next_rele
     assert not _pool_inodes()
 
 
+def _kept_names() -> list[str]:
+    mine = f"{SHM_PREFIX}{owner_tag()}-{KEPT}"
+    return [name for name in os.listdir(shm_dir()) if name.startswith(mine)]
+
+
+def test_a_release_while_chute_shm_dir_names_another_folder_keeps_the_workers_slabs(
+    monkeypatch, tmp_path
+):
+    # As when the garbage collector releases an iterator during a test that set it.
+    it = _iterator(length=400)
+    assert next(it) is not None
+    with monkeypatch.context() as patch:
+        patch.setenv("CHUTE_SHM_DIR", str(tmp_path))
+        it.close()
+    assert _kept_names() == []  # Taken over, not left in the workers' folder.
+    assert _pool_inodes() and POOL.idle_bytes() > 0
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(SHM_PREFIX)]
+    free_idle_slabs()
+    assert not _pool_inodes()
+
+
 def test_free_idle_slabs_also_frees_slabs_left_to_this_process_that_no_release_took():
     left = _left_over()
     free_idle_slabs()

@@ -321,18 +321,23 @@ def _unlink_all(folder: Path, names: list[str]) -> list[str]:
     return removed
 
 
-def new_segment_path(kind: str) -> Path:
+def new_segment_path(kind: str, folder: Path | None = None) -> Path:
     """A fresh name for a segment of this process holding `kind` (nothing is created).
 
     For taking over an existing segment by renaming it: the new name makes this process
     its owner, so it is unlinked with this process's other segments (and reclaimed
     after a crash).
 
+    Args:
+        kind: a short word naming what the segment holds, kept in its name.
+        folder: the shared-memory folder (default: `shm_dir()`); a segment taken over
+            stays in its own folder, whatever `CHUTE_SHM_DIR` says meanwhile.
+
     Example:
         >>> new_segment_path("slab").name.startswith(f"{SHM_PREFIX}{os.getpid()}-")
         True
     """
-    folder = shm_dir()
+    folder = shm_dir() if folder is None else folder
     return folder / f"{SHM_PREFIX}{_OWNER.ensure(folder)}-{kind}-{secrets.token_hex(6)}"
 
 

@@ -6,6 +6,7 @@ import os
 import secrets
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from chute_core import ChuteError, SharedMemoryError
 from chute_core.internal import SHM_PREFIX, owner_tag, reclaim_orphaned_segments, shm_dir
@@ -88,6 +89,7 @@ class Resources:
         self.lock = threading.Lock()
         self._kept = ""  # The names the workers give the slabs they leave us.
         self._given: list[str] = []  # Idle slabs given to the workers.
+        self._folder: Path | None = None  # The workers' shared-memory folder.
 
     def start(self, pool: WorkerPool, slabs_per_worker: int) -> None:
         """Uses `pool` (just started) and gives its workers idle slabs to take over.
@@ -98,8 +100,12 @@ class Resources:
         Each worker is also told the name (one of this process's) to give its slabs
         when it stops normally: so they are never without a living owner, which any
         chute process would reclaim.
+
+        The folder is the one the workers use (read now, as they were): a release that
+        runs while `CHUTE_SHM_DIR` says another (a finalizer, during a test that sets
+        it) still finds their slabs.
         """
-        self.pool, self.reader = pool, SlabReader()
+        self.pool, self.reader, self._folder = pool, SlabReader(), shm_dir()
         keeping = budget() > 0  # Else the workers unlink their slabs when they stop.
         self._kept = f"{owner_tag()}-{KEPT}{secrets.token_hex(4)}" if keeping else ""
         workers = pool.num_workers
@@ -114,9 +120,13 @@ class Resources:
             pool, self.pool = self.pool, None
             reader, self.reader = self.reader, None
             kept, self._kept, given, self._given = self._kept, "", self._given, []
+            folder, self._folder = self._folder, None
         if pool is not None:
-            pool.close()
-            self._keep_slabs(kept, given, pool.idle_seconds)
+            assert folder is not None
+            try:
+                pool.close()
+            finally:  # Workers that stopped have renamed their slabs: never left behind.
+                self._keep_slabs(kept, given, pool.idle_seconds, folder)
         if reader is not None:
             reader.hand_over_mappings()  # Of the slabs just kept: mapped for the next.
             # Workers unlink their slabs when they exit; a killed one cannot: unlink what
@@ -126,21 +136,20 @@ class Resources:
             reclaim_orphaned_segments()
 
     @staticmethod
-    def _keep_slabs(kept: str, given: list[str], idle_seconds: float) -> None:
-        """Takes over the slabs the stopped workers left us (named `kept`).
+    def _keep_slabs(kept: str, given: list[str], idle_seconds: float, folder: Path) -> None:
+        """Takes over the slabs the stopped workers left us (named `kept`, in `folder`).
 
         They wait in the pool as long as the workers may wait parked (`idle_seconds`).
         Slabs left to this process under another iterator's name are taken too: the
-        pool is the process's, and a slab a worker renamed after its own iterator's
-        release had looked would otherwise stay until the process exits (one CI run
-        under load left six so).
+        pool is the process's, and one that a release did not find (a chute before
+        this one looked in the folder `CHUTE_SHM_DIR` named at release time) would
+        otherwise stay until the process exits.
         """
-        folder = shm_dir()
         for name in given:  # Given to a worker that ended before taking them over.
             unlink_quietly(str(folder / name))
         if not kept:
             return
-        prefix = f"{SHM_PREFIX}{owner_tag()}-{KEPT}"
+        prefix = f"{SHM_PREFIX}{owner_tag(create=False)}-{KEPT}"
         try:
             names = [name for name in os.listdir(folder) if name.startswith(prefix)]
         except OSError:

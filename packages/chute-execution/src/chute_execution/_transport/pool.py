@@ -42,6 +42,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from chute_core import ChuteError
 from chute_core.internal import (
@@ -223,7 +224,7 @@ class SlabPool:
         """
         taken: list[tuple[str, int]] = []
         for path in paths:
-            target = new_segment_path("pool")
+            target = new_segment_path("pool", Path(path).parent)  # Where it lies.
             try:
                 size = os.stat(path).st_size
                 os.rename(path, target)
