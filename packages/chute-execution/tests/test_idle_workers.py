@@ -139,6 +139,46 @@ def test_the_oldest_groups_stop_when_too_many_workers_wait(
     assert all_exited(groups[1] | groups[2], seconds=EXITED_WITHIN)
 
 
+class _FinalizerOnFirstLook:
+    """A parked worker that looks dead, whose first liveness check runs `_expire` first.
+
+    As the garbage collector does when it runs the finalizer of another pool (which
+    parks it, then lets go of expired groups) in the middle of a look at the groups.
+    """
+
+    def __init__(self, process, expire) -> None:
+        self._process, self._expire, self._fired = process, expire, False
+        self.pid = process.pid
+
+    def is_alive(self) -> bool:
+        if not self._fired:
+            self._fired = True
+            self._expire()
+        return False  # Its group is let go (the real process exits when told to).
+
+    def __getattr__(self, name):
+        return getattr(self._process, name)
+
+
+def test_a_group_let_go_by_a_finalizer_mid_look_is_let_go_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from chute_execution import _idle_workers
+
+    _, pids = _run(_iterator())
+    [group] = _idle_workers._IDLE
+    group.processes[0] = _FinalizerOnFirstLook(group.processes[0], _idle_workers._expire)
+    released = []
+    release = _idle_workers._release
+    monkeypatch.setattr(_idle_workers, "_release", lambda g: released.append(g) or release(g))
+    _idle_workers._expire()  # Raised ValueError: the inner call had taken the group.
+    assert released == [group]
+    assert _idle_workers.parked_count() == 0
+    assert all_exited(pids, seconds=EXITED_WITHIN)
+    values, fresh = _run(_iterator())
+    assert values == list(range(12)) and not fresh & pids
+
+
 def test_parked_workers_exit_when_their_time_is_up_and_fresh_ones_start() -> None:
     _, pids = _run(_iterator(idle_worker_seconds=0.3))
     assert all_exited(pids, seconds=EXITED_WITHIN)

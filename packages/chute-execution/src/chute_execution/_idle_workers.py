@@ -55,7 +55,7 @@ def _most_idle() -> int:
 Key = tuple[object, ...]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # Each group is itself: found and removed by identity.
 class IdleGroup:
     """Parked workers of one pool: taken over whole, by an iterator with the same key."""
 
@@ -118,6 +118,20 @@ def _release(group: IdleGroup) -> None:
         linger(process, now)
 
 
+def _took(group: IdleGroup) -> bool:
+    """(Under `_LOCK`.) Takes `group` out of the idle ones; False if it is gone already.
+
+    The lock is reentrant, and the garbage collector may run a finalizer of another
+    pool between a look at the idle groups and this: it parks that pool, and lets go
+    of expired groups itself (`_expire`), maybe this one.
+    """
+    try:
+        _IDLE.remove(group)
+    except ValueError:
+        return False
+    return True
+
+
 def _expire() -> None:
     """Lets go of groups that are past their time (nearly) or lost a worker.
 
@@ -125,14 +139,13 @@ def _expire() -> None:
     """
     now = time.monotonic()
     with _LOCK:
-        gone = [
+        stale = [
             group
-            for group in _IDLE
+            for group in list(_IDLE)
             if now > group.until - _MARGIN_SECONDS
             or not all(process.is_alive() for process in group.processes)
         ]
-        for group in gone:
-            _IDLE.remove(group)
+        gone = [group for group in stale if _took(group)]
         while len(_IDLE) > 1 and sum(len(group.processes) for group in _IDLE) > _most_idle():
             gone.append(_IDLE.pop(0))
     for group in gone:
@@ -155,7 +168,8 @@ def claim(key: Key | None, plan: bytes) -> IdleGroup | None:
             group = next((group for group in _IDLE if group.key == key), None)
             if group is None:
                 return None
-            _IDLE.remove(group)
+            if not _took(group):
+                continue
         if _hand_over(group.connections, plan):
             return group
         _release(group)
