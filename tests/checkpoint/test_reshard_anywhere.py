@@ -215,6 +215,42 @@ def test_a_map_batch_after_the_shard_at_uneven_positions_is_refused_with_the_rea
 
 
 @pytest.mark.parametrize("workers", [None, 0])
+def test_a_map_batch_after_the_shard_is_refused_when_built_unless_in_lockstep(workers):
+    """Said when the pipeline is built, not after a preemption; `lockstep=True` accepts it,
+    and processes that save together then reshard where the batches divide."""
+
+    def batched(index, count):
+        it = chute.MapDataset.range(40).shard(index, count).map(_twice).batch(2).to_iter_dataset()
+        if workers is None:
+            return it
+        return it.mp_prefetch(chute.MultiprocessingOptions(num_workers=workers), chunk_size=2)
+
+    with pytest.raises(ReshardError) as built:
+        chute.checkpoint.check_reshardable(iter(batched(0, 2)))
+    assert str(built.value) == (
+        "stage 3 (batch) batches the shard before to_iter_dataset() (MapDataset.batch), so "
+        "the states count whole batches (2 elements each), and a batch cannot be split "
+        "between processes: they reshard only when every process saved at the same step and "
+        "the batches consumed together split evenly among the new processes. Batch after "
+        "to_iter_dataset() (IterDataset.batch) to reshard from any positions, or pass "
+        "lockstep=True if every process always saves at the same step."
+    )
+    chute.checkpoint.check_reshardable(iter(batched(0, 2)), lockstep=True)
+    olds = [iter(batched(i, 2)) for i in range(2)]
+    head = [row for it in olds for _ in range(3) for row in next(it).tolist()]
+    documents = [make_document(it, i, 2) for i, it in enumerate(olds)]
+    news = [iter(batched(k, 3)) for k in range(3)]  # 12 consumed: 2 batches per new process.
+    for it, document in zip(news, reshard(documents, 3), strict=True):
+        apply_document(it, document)
+    rest = [row for it in news for batch in it for row in batch.tolist()]
+    assert sorted(head + rest) == [_twice(x) for x in range(40)]
+    # A pipeline that batches after to_iter_dataset() passes without the flag.
+    chute.checkpoint.check_reshardable(
+        iter(chute.MapDataset.range(40).shard(0, 2).to_iter_dataset().batch(2))
+    )
+
+
+@pytest.mark.parametrize("workers", [None, 0])
 def test_shards_that_drop_a_remainder_continue_on_a_count_that_drops_another(workers):
     """23 records: 3 shards cover 21 of them, 2 shards 22, 4 shards 20."""
 

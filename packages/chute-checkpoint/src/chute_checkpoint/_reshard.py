@@ -20,7 +20,8 @@ Two kinds of pipeline continue exactly on another number of JAX processes:
   ones it yielded (`_reshard_windows`).
   A `MapDataset.batch(b)` after the shard counts positions in batches, which cannot be
   split between processes: such states reshard only from processes in lockstep, and
-  where `j * n` splits into whole batches.
+  where `j * n` splits into whole batches (so `check_reshardable` refuses such a
+  pipeline unless told `lockstep=True`).
 - A `chute.DataLoader` whose `IndexSampler` takes shard `i` of `n` (`shard_options`)
   takes a stride of each epoch rather than of the whole stream: it reshards the same
   way, with the global positions counted epoch by epoch (`Frontier.epoch`), so each

@@ -280,14 +280,22 @@ def take_chunk_sizes(document: dict[str, Any], stages: list[dict[str, Any]]) -> 
     document["fingerprint"] = fingerprint(document["pipeline"])
 
 
-def check_reshardable(iterator: object) -> None:
+def check_reshardable(iterator: object, *, lockstep: bool = False) -> None:
     """Raises `ReshardError` now if `iterator`'s states could not continue on another count.
 
     Call it where the pipeline is built (or before the first save) to learn of a stage
     that resharding refuses at startup, not after a preemption. A pipeline that passes
-    continues on any process count from states saved at any positions, except after a
-    `MapDataset.batch` that follows the shard, which needs the processes in lockstep
-    (the error at restore says so).
+    continues on any process count from states saved at any positions.
+
+    A `MapDataset.batch` after the shard is refused unless `lockstep=True`: its states
+    count whole batches of the shard, and a batch cannot be split between processes, so
+    they reshard only when every process saved at the same step and the batches they
+    consumed together split evenly among the new processes (else the restore raises).
+    `lockstep=True` says that your processes always save together and accepts that.
+
+    Args:
+        iterator: an iterator of the pipeline, as one process builds it.
+        lockstep: accept a `MapDataset.batch` after the shard (see above).
 
     Raises:
         ReshardError: the reason, as a restore on another count would give it.
@@ -301,6 +309,8 @@ def check_reshardable(iterator: object) -> None:
         ... except ReshardError as error:
         ...     print(str(error)[:60])
         stage 4 (window_shuffle) follows the shard stage and changes
+        >>> batched = chute.MapDataset.range(8).shard(0, 2).batch(2).to_iter_dataset()
+        >>> check_reshardable(iter(batched), lockstep=True)
     """
     pipeline = describe_pipeline(iterator)
     stages = pipeline["stages"]
@@ -314,5 +324,25 @@ def check_reshardable(iterator: object) -> None:
             return
         for branch in branches(stages):
             at = shard_stage(branch, "IterDataset")
-            if at is not None:  # Else a global pipeline: every process has the same state.
-                later_stages(branch, at)
+            if at is None:  # A global pipeline: every process has the same state.
+                continue
+            unit, _ = later_stages(branch, at)
+            if unit > 1 and not lockstep:
+                raise ReshardError(_batched_after_shard(branch, at, unit))
+
+
+def _batched_after_shard(stages: list[dict[str, Any]], at: int, unit: int) -> str:
+    """Why a `MapDataset.batch` after shard stage `at` does not reshard from any positions."""
+    number = next(
+        number
+        for number, item in enumerate(stages[at + 1 :], start=at + 1)
+        if traits_of(item).groups is not None
+    )
+    return (
+        f"stage {number} ({stages[number]['op']}) batches the shard before to_iter_dataset() "
+        f"(MapDataset.batch), so the states count whole batches ({unit} elements each), and "
+        "a batch cannot be split between processes: they reshard only when every process "
+        "saved at the same step and the batches consumed together split evenly among the "
+        "new processes. Batch after to_iter_dataset() (IterDataset.batch) to reshard from "
+        "any positions, or pass lockstep=True if every process always saves at the same step."
+    )
