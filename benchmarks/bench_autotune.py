@@ -19,6 +19,8 @@ import shutil
 import tempfile
 import time
 import timeit
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import chute
 from chute_sources import ArrayRecordSource
@@ -44,6 +46,30 @@ def long_image_pipeline(paths: list[str]) -> chute.IterDataset:
     )
 
 
+def timed_rates(
+    iterator: Iterator[Any], seconds: float, consume: Callable[[Any], int]
+) -> tuple[float, float]:
+    """Items per second over `seconds` of `iterator`, and over the last `LATE_SECONDS`.
+
+    `consume(element)` does the work of one step and returns how many items it was;
+    the iterator is closed after.
+    """
+    start = time.perf_counter()
+    late_start, late_count, count, now = None, 0, 0, start
+    for element in iterator:
+        count += consume(element)
+        now = time.perf_counter()
+        if late_start is None and now - start >= seconds - LATE_SECONDS:
+            late_start, late_count = now, count
+        if now - start >= seconds:
+            break
+    close = getattr(iterator, "close", None)
+    if close is not None:
+        close()
+    assert late_start is not None and now > late_start, "the run ended early"
+    return count / (now - start), (count - late_count) / (now - late_start)
+
+
 class RuntimeAutotune:
     """The autotuned image pipeline against fixed configurations, in one call."""
 
@@ -61,31 +87,18 @@ class RuntimeAutotune:
         chute.stop_idle_workers()
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    def _rates(self, options: chute.MultiprocessingOptions, seconds: float) -> tuple[float, float]:
+    def _rates(self, workers: int, autotune: Any, seconds: float) -> tuple[float, float]:
         """Images per second over the whole run and over its last `LATE_SECONDS`."""
         chute.stop_idle_workers()
+        options = chute.MultiprocessingOptions(workers, autotune=autotune)
         iterator = iter(self.pipeline.mp_prefetch(options, chunk_size=128).batch(128))
-        start = time.perf_counter()
-        late_start, late_count, count, now = None, 0, 0, start
-        for batch in iterator:
-            count += len(batch)
-            now = time.perf_counter()
-            if late_start is None and now - start >= seconds - LATE_SECONDS:
-                late_start, late_count = now, count
-            if now - start >= seconds:
-                break
-        iterator.close()
-        assert late_start is not None and now > late_start, "the run ended early"
-        return count / (now - start), (count - late_count) / (now - late_start)
+        return timed_rates(iterator, seconds, len)
 
     def _measure(self) -> tuple[float, float]:
         """(autotuned late rate / best fixed rate, autotuned whole rate / default rate)."""
-        fixed = {
-            workers: self._rates(chute.MultiprocessingOptions(workers), FIXED_SECONDS)
-            for workers in (0, 1, 2)
-        }
-        tuned = chute.MultiprocessingOptions(0, autotune=chute.AutotuneOptions(max_workers=2))
-        whole, late = self._rates(tuned, TUNED_SECONDS)
+        fixed = {workers: self._rates(workers, False, FIXED_SECONDS) for workers in (0, 1, 2)}
+        tuned = chute.AutotuneOptions(max_workers=2)
+        whole, late = self._rates(0, tuned, TUNED_SECONDS)
         best = max(rate for _, rate in fixed.values())
         return late / best, whole / fixed[0][0]
 

@@ -5,8 +5,9 @@
 average before and after, and whether the target holds. NAMES (all by default):
 `per_element`, `images`, `images_fresh`, `images_steady`, `arrays`, `arrays_fresh`,
 `arrays_steady`, `arrays_plain`, `cold`, `warm`, `restore`, `reshard_restore`,
-`metrics`, `data_loader`, `data_loader_images`, `mixtures`, `autotune`. Timings on a shared
-2-core machine are noisy: read the load average with each figure. The `_fresh`
+`metrics`, `data_loader`, `data_loader_images`, `mixtures`, `autotune`,
+`autotune_demo`. Timings on a shared 2-core machine are noisy: read the load average
+with each figure. The `_fresh`
 figures start new worker processes for each iterator (`idle_worker_seconds=0`); the
 others take over the workers the last iterator parked, as a loop over epochs does.
 """
@@ -19,6 +20,7 @@ import sys
 from typing import Any
 
 from . import bench_autotune as autotune
+from . import bench_autotune_demo as autotune_demo
 from . import bench_checkpoint as checkpoint
 from . import bench_data_loader as data_loader
 from . import bench_datasets as datasets
@@ -88,6 +90,10 @@ TARGETS: list[tuple[str, str, type, str, tuple[Any, ...], str]] = [
      autotune.RuntimeAutotune, "track_ratio_autotuned_to_best_fixed", (), ">= 0.9"),
     ("autotune", "images, autotuned from 0 workers, its first 10 s / default (0 workers)",
      autotune.RuntimeAutotune, "track_ratio_autotuned_to_default", (), ">= 1.0"),
+    ("autotune_demo", "chute demo's loop, autotuned from 0 workers, last 3 of 10 s / best fixed",
+     autotune_demo.DemoAutotune, "track_ratio_autotuned_to_best_fixed", (), ">= 0.9"),
+    ("autotune_demo", "chute demo's loop, autotuned from 0 workers, its first 10 s / default",
+     autotune_demo.DemoAutotune, "track_ratio_autotuned_to_default", (), ">= 1.0"),
 ]  # fmt: skip
 
 

@@ -64,8 +64,11 @@ def to_features(record: dict[str, Any]) -> dict[str, Any]:
     return {"x": record["image"].reshape(64), "label": record["label"]}
 
 
-def pipeline(paths: list[str], epochs: int, workers: int) -> Any:
+def pipeline(paths: list[str], epochs: int, workers: int, autotune: Any = False) -> Any:
     """Global shuffle every epoch, per-record augmentation, batches, worker processes.
+
+    `autotune` goes to `chute.MultiprocessingOptions` (True, or `chute.AutotuneOptions`:
+    the workers change while it runs, starting from `workers`).
 
     Example:
         >>> import tempfile
@@ -85,5 +88,5 @@ def pipeline(paths: list[str], epochs: int, workers: int) -> Any:
         .map(to_features)
         .batch(BATCH, drop_remainder=True)
         .to_iter_dataset()
-        .mp_prefetch(chute.MultiprocessingOptions(num_workers=workers))
+        .mp_prefetch(chute.MultiprocessingOptions(num_workers=workers, autotune=autotune))
     )

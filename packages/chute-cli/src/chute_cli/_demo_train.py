@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["batch_digest", "main"]
+__all__ = ["batch_digest", "main", "model"]
 
 HIDDEN = 128
 LEARNING_RATE = 3e-3
@@ -34,27 +34,29 @@ def batch_digest(batch: dict[str, Any]) -> str:
     return f"{zlib.crc32(data):08x}"
 
 
-def main(work: Path, steps: int, save_every: int, log_path: Path) -> None:
-    """Trains (or resumes training) for `steps` steps; see the module docs."""
-    launched = time.perf_counter()
+def model() -> tuple[dict[str, Any], Any, Any]:
+    """The demo's model: its training state, its jitted step and its `logits`.
+
+    The step is `(state, batch) -> (state, loss)`: an MLP's cross-entropy, one Adam step.
+
+    Example:
+        >>> state, step, logits = model()
+        >>> batch = {"x": np.zeros((2, 64), np.float32), "label": np.array([1, 2])}
+        >>> state, loss = step(state, batch)
+        >>> logits(state["params"], batch["x"]).shape, float(loss) > 0
+        ((2, 10), True)
+    """
     import jax
     import jax.numpy as jnp
     import optax
 
-    from ._demo_data import pipeline
-    from ._demo_loop import Task, train
-
-    info = json.loads((work / "data.json").read_text())
-    epochs = -(-steps * 64 // info["train_records"]) + 1
-
-    def init(key: jax.Array) -> dict[str, jax.Array]:
-        k1, k2 = jax.random.split(key)
-        return {
-            "w1": jax.random.normal(k1, (64, HIDDEN)) * (1 / 8),
-            "b1": jnp.zeros(HIDDEN),
-            "w2": jax.random.normal(k2, (HIDDEN, 10)) * (1 / HIDDEN**0.5),
-            "b2": jnp.zeros(10),
-        }
+    k1, k2 = jax.random.split(jax.random.PRNGKey(0))
+    params = {
+        "w1": jax.random.normal(k1, (64, HIDDEN)) * (1 / 8),
+        "b1": jnp.zeros(HIDDEN),
+        "w2": jax.random.normal(k2, (HIDDEN, 10)) * (1 / HIDDEN**0.5),
+        "b2": jnp.zeros(10),
+    }
 
     def logits(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
         hidden = jax.nn.relu(x @ params["w1"] + params["b1"])
@@ -75,15 +77,30 @@ def main(work: Path, steps: int, save_every: int, log_path: Path) -> None:
             "opt_state": opt_state,
         }, loss
 
+    return {"params": params, "opt_state": optimizer.init(params)}, train_step, logits
+
+
+def main(work: Path, steps: int, save_every: int, log_path: Path) -> None:
+    """Trains (or resumes training) for `steps` steps; see the module docs."""
+    launched = time.perf_counter()
+    import jax
+    import jax.numpy as jnp
+
+    from ._demo_data import pipeline
+    from ._demo_loop import Task, train
+
+    info = json.loads((work / "data.json").read_text())
+    epochs = -(-steps * 64 // info["train_records"]) + 1
+    state, train_step, logits = model()
+
     def evaluate(state: dict[str, Any]) -> dict[str, float]:
         held_out = np.load(work / "held_out.npz")
         x = jnp.asarray(held_out["image"].reshape(-1, 64).astype(np.float32) / 16.0)
         predicted = np.asarray(jnp.argmax(logits(state["params"], x), axis=1))
         return {"accuracy": float((predicted == held_out["label"]).mean())}
 
-    params = init(jax.random.PRNGKey(0))
     task = Task(
-        state={"params": params, "opt_state": optimizer.init(params)},
+        state=state,
         step=train_step,
         dataset=pipeline(info["paths"], epochs, workers=2).to_device(jax.devices()[0]),
         digest=batch_digest,
