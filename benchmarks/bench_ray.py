@@ -14,23 +14,23 @@
 - `ImagesOnRay.track_batch_bytes_copied`: bytes of a batch's arrays that are copies
   rather than views into Ray's object store (0: the consumer reads them in place).
 
-The cluster is started once per run (`ray.init` with 2 CPUs) and stopped after.
+The benchmarks share one local 2-CPU cluster, started once per asv run by `setup_cache`
+and stopped when the run ends (`_ray_cluster`).
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 import timeit
-import warnings
 from collections.abc import Callable
+from typing import Any
 
 import chute
 
+from ._ray_cluster import connect, init_ray, shared_cluster
 from ._timing import median_ratio
 from .bench_execution_workers import image_pipeline, write_images
 
@@ -45,29 +45,27 @@ def start_ray() -> bool:
 
     if ray.is_initialized():
         return False
-    path = os.pathsep.join(entry for entry in sys.path if entry)  # `benchmarks` importable.
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
-        ray.init(
-            num_cpus=2,
-            include_dashboard=False,
-            log_to_driver=False,
-            runtime_env={"env_vars": {"PYTHONPATH": path}},
-        )
+    init_ray(num_cpus=2, include_dashboard=False)
     return True
 
 
-def tree_cpu_seconds() -> dict[int, float]:
+def tree_cpu_seconds(*others: int) -> dict[int, float]:
     """CPU seconds (user + system) used so far by this process and each one under it, by pid.
 
-    The Ray cluster that `ray.init` started here (its raylet, its workers) and local
-    worker processes are all under this one.
+    And by the processes `others` and each one under them. The Ray cluster that
+    `ray.init` started here (its raylet, its workers) and local worker processes are all
+    under this one; a shared cluster's are under its keeper (pass its pid).
     """
     import psutil
 
     used = {}
-    me = psutil.Process()
-    for process in [me, *me.children(recursive=True)]:
+    roots = [psutil.Process()]
+    for pid in others:
+        try:
+            roots.append(psutil.Process(pid))
+        except psutil.Error:
+            continue
+    for process in [tree for root in roots for tree in (root, *root.children(recursive=True))]:
         try:
             times = process.cpu_times()
         except psutil.Error:
@@ -76,24 +74,34 @@ def tree_cpu_seconds() -> dict[int, float]:
     return used
 
 
-def cpu_seconds_of(run: Callable[[], object]) -> float:
-    """The CPU seconds this process tree spent during `run()` (of processes alive at its end)."""
-    before = tree_cpu_seconds()
+def cpu_seconds_of(run: Callable[[], object], *others: int) -> float:
+    """The CPU seconds this process tree (and `others`') spent during `run()`.
+
+    Of the processes alive at its end.
+    """
+    before = tree_cpu_seconds(*others)
     run()
-    after = tree_cpu_seconds()
+    after = tree_cpu_seconds(*others)
     return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
 
 
 class ImagesOnRay:
-    """The image pipeline with 2 Ray workers, beside 2 local worker processes."""
+    """The image pipeline with 2 Ray workers, beside 2 local worker processes.
+
+    Every benchmark connects to one cluster that `setup_cache` starts (`_ray_cluster`).
+    """
 
     timer = timeit.default_timer
     number = 1
     repeat = 1
     timeout = 300
 
-    def setup(self) -> None:
-        self.started = start_ray()
+    def setup_cache(self) -> dict[str, Any]:
+        return shared_cluster()
+
+    def setup(self, cluster: dict[str, Any]) -> None:
+        connect(cluster)
+        self.keeper = int(cluster["keeper"])
         self.folder = tempfile.mkdtemp(prefix="chute-bench-ray-")
         self.pipeline = image_pipeline(write_images(self.folder, IMAGES))
         self.on_ray = self.pipeline.ray_prefetch(chute.RayOptions(num_workers=2)).batch(BATCH)
@@ -103,12 +111,11 @@ class ImagesOnRay:
         self.tiny = tiny.ray_prefetch(chute.RayOptions(num_workers=2), chunk_size=1)
         next(iter(self.on_ray))  # Warm: the Ray workers have imported chute.
 
-    def teardown(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
-        if self.started:
-            import ray
+    def teardown(self, cluster: dict[str, Any]) -> None:
+        import ray
 
-            ray.shutdown()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        ray.shutdown()  # Disconnects: the keeper stops the cluster after the run.
 
     def _ray(self) -> None:
         for _ in self.on_ray:
@@ -118,15 +125,15 @@ class ImagesOnRay:
         for _ in self.local:
             pass
 
-    def time_images_on_ray(self) -> None:
+    def time_images_on_ray(self, cluster: dict[str, Any]) -> None:
         self._ray()
 
-    def track_ratio_to_mp_prefetch(self) -> float:
+    def track_ratio_to_mp_prefetch(self, cluster: dict[str, Any]) -> float:
         return median_ratio(self._ray, self._local, repeats=3)
 
     track_ratio_to_mp_prefetch.unit = "ratio"  # type: ignore[attr-defined]
 
-    def track_cpu_per_chunk_ratio_to_local(self) -> float:
+    def track_cpu_per_chunk_ratio_to_local(self, cluster: dict[str, Any]) -> float:
         """CPU seconds of the process tree per pass on Ray over those with local workers.
 
         Both passes run the same chunks (the same plan, cut the same way), so the ratio
@@ -136,20 +143,20 @@ class ImagesOnRay:
         ratios = []
         for repeat in range(3):
             runs = (self._ray, self._local) if repeat % 2 == 0 else (self._local, self._ray)
-            spent = {run.__name__: cpu_seconds_of(run) for run in runs}
+            spent = {run.__name__: cpu_seconds_of(run, self.keeper) for run in runs}
             ratios.append(spent["_ray"] / spent["_local"])
         return statistics.median(ratios)
 
     track_cpu_per_chunk_ratio_to_local.unit = "ratio"  # type: ignore[attr-defined]
 
-    def track_ms_per_chunk_scheduling(self) -> float:
+    def track_ms_per_chunk_scheduling(self, cluster: dict[str, Any]) -> float:
         start = time.perf_counter()
         count = sum(1 for _ in self.tiny)
         return (time.perf_counter() - start) / count * 1000
 
     track_ms_per_chunk_scheduling.unit = "ms"  # type: ignore[attr-defined]
 
-    def track_batch_bytes_copied(self) -> float:
+    def track_batch_bytes_copied(self, cluster: dict[str, Any]) -> float:
         batch = next(iter(self.on_ray))
         in_place = not batch.flags.writeable and not batch.flags.owndata
         return 0.0 if in_place else float(batch.nbytes)
