@@ -29,8 +29,11 @@ LIFETIME = 3 * 3600.0
 """Seconds a keeper keeps its cluster at most, if the process it watches lives on."""
 
 
-def shared_cluster() -> dict[str, Any]:
-    """Starts a keeper that watches this process's parent (asv's run): `{address, auth, keeper}`.
+def shared_cluster(watched: int | None = None) -> dict[str, Any]:
+    """Starts a keeper of a cluster while process `watched` lives: `{address, auth, keeper}`.
+
+    By default it watches this process's parent: asv's run, which calls `setup_cache`
+    in a process of its own.
 
     Raises:
         RuntimeError: the keeper exited without starting a cluster (its log is quoted).
@@ -39,7 +42,7 @@ def shared_cluster() -> dict[str, Any]:
         prefix="chute-ray-keeper-", suffix=".log", delete=False
     )
     keeper = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), str(os.getppid())],
+        [sys.executable, os.path.abspath(__file__), str(watched or os.getppid())],
         stdout=subprocess.PIPE,
         stderr=log,
         text=True,

@@ -96,8 +96,9 @@ class ImagesOnRay:
     repeat = 1
     timeout = 300
 
-    def setup_cache(self) -> dict[str, Any]:
-        return shared_cluster()
+    def setup_cache(self, watched: int | None = None) -> dict[str, Any]:
+        """The shared cluster, kept while `watched` lives (default: asv's run)."""
+        return shared_cluster(watched)
 
     def setup(self, cluster: dict[str, Any]) -> None:
         connect(cluster)

@@ -5,7 +5,7 @@
 average before and after, and whether the target holds. NAMES (all by default):
 `per_element`, `images`, `images_fresh`, `images_steady`, `arrays`, `arrays_fresh`,
 `arrays_steady`, `arrays_plain`, `cold`, `warm`, `restore`, `reshard_restore`,
-`metrics`, `data_loader`, `data_loader_images`, `mixtures`, `autotune`,
+`metrics`, `data_loader`, `data_loader_images`, `mixtures`, `autotune`, `ray`,
 `autotune_demo`. Timings on a shared 2-core machine are noisy: read the load average
 with each figure. The `_fresh`
 figures start new worker processes for each iterator (`idle_worker_seconds=0`); the
@@ -14,6 +14,7 @@ others take over the workers the last iterator parked, as a loop over epochs doe
 
 from __future__ import annotations
 
+import inspect
 import os
 import statistics
 import sys
@@ -28,6 +29,7 @@ from . import bench_execution_workers as workers
 from . import bench_large_arrays as arrays
 from . import bench_metrics as metrics
 from . import bench_mixtures as mixtures
+from . import bench_ray as ray
 from . import bench_reshard as reshard
 
 REPEATS = 5
@@ -90,6 +92,10 @@ TARGETS: list[tuple[str, str, type, str, tuple[Any, ...], str]] = [
      autotune.RuntimeAutotune, "track_ratio_autotuned_to_best_fixed", (), ">= 0.9"),
     ("autotune", "images, autotuned from 0 workers, its first 10 s / default (0 workers)",
      autotune.RuntimeAutotune, "track_ratio_autotuned_to_default", (), ">= 1.0"),
+    ("ray", "images, 2 Ray workers / 2 local workers on one host, CPU per chunk",
+     ray.ImagesOnRay, "track_cpu_per_chunk_ratio_to_local", (), "<= 1.2"),
+    ("ray", "images, 2 Ray workers / 2 local workers on one host, images/s",
+     ray.ImagesOnRay, "track_ratio_to_mp_prefetch", (), ">= 0.9"),
     ("autotune_demo", "chute demo's loop, autotuned from 0 workers, last 3 of 10 s / best fixed",
      autotune_demo.DemoAutotune, "track_ratio_autotuned_to_best_fixed", (), ">= 0.9"),
     ("autotune_demo", "chute demo's loop, autotuned from 0 workers, its first 10 s / default",
@@ -106,8 +112,15 @@ def _holds(value: float, target: str) -> str:
 
 
 def _measure(cls: type, method: str, params: tuple[Any, ...]) -> list[float]:
-    """`REPEATS` calls of `cls().method(*params)`, between its `setup` and `teardown`."""
+    """`REPEATS` calls of `cls().method(*params)`, between its `setup` and `teardown`.
+
+    A class with a `setup_cache` gets what it returns first, as asv gives it (the Ray
+    benchmarks' shared cluster, kept while this process lives).
+    """
     bench = cls()
+    if hasattr(bench, "setup_cache"):
+        watching = "watched" in inspect.signature(bench.setup_cache).parameters
+        params = (bench.setup_cache(os.getpid()) if watching else bench.setup_cache(), *params)
     setup = getattr(bench, "setup", None)
     if setup is not None:
         setup(*params)
