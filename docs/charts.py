@@ -100,7 +100,7 @@ def draw_comparison(figures: Figures) -> Figure:
         ax.invert_yaxis()
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(ticker.FuncFormatter(_count if higher else _seconds))
-        ax.set_xlim(left=1e3 if higher else 1e-5, right=3e7 if higher else 3e1)
+        ax.set_xlim(left=1e2 if higher else 1e-5, right=3e7 if higher else 3e1)
         what = "Throughput (longer is better)" if higher else "Time (shorter is better)"
         ax.set_title(f"{what}; log scale", loc="left")
     handles = dict(zip(*reversed(axes[0].get_legend_handles_labels()), strict=True))
