@@ -16,8 +16,7 @@ import tempfile
 from typing import Any
 
 import chute
-from chute_cli._demo_data import pipeline, write_digits
-from chute_cli._demo_train import model
+from chute_cli.digits_demo import model, pipeline, write_digits
 
 from . import bench_autotune  # Not its class by name: asv would run it here again.
 
