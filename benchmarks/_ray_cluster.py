@@ -3,62 +3,110 @@
 asv runs each benchmark in a process of its own, and a cluster started there (`ray.init`)
 stops with it: each benchmark paid ~6 s to start one. Instead, a benchmark class's
 `setup_cache` calls `shared_cluster()`, which starts a *keeper*: `python _ray_cluster.py
-PID` starts a 2-CPU cluster, prints its address, and keeps it until process `PID` (the
-asv run that asked for it) has exited, or `LIFETIME` seconds have passed, then shuts it
-down. Each benchmark connects to it (`connect`) and disconnects in its teardown.
+PID [DIR]` starts a 2-CPU cluster, prints its address, and keeps it until process `PID`
+has exited, folder `DIR` is gone (asv deletes a class's `setup_cache` folder after the
+class's last benchmark), it is sent SIGTERM (`stop`), or `LIFETIME` seconds have passed;
+then it shuts the cluster down. Each benchmark connects to it (`connect`) and disconnects
+in its teardown.
 
-The keeper runs in a session of its own, so it outlives the `setup_cache` process; the
-cluster's processes (raylet, workers) are under it, so `cpu_tree(keeper)` counts them.
+The keeper runs in a session of its own, so that neither the end of the `setup_cache`
+process nor a signal asv sends to that process's group stops it; the cluster's processes
+(raylet, workers) are under it, so `bench_ray.tree_cpu_seconds(keeper)` counts them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from typing import Any
 
-__all__ = ["LIFETIME", "connect", "init_ray", "shared_cluster"]
+__all__ = ["LIFETIME", "STARTUP", "connect", "init_ray", "shared_cluster", "stop"]
 
 AUTH = "RAY_AUTH_MODE"
 LIFETIME = 3 * 3600.0
-"""Seconds a keeper keeps its cluster at most, if the process it watches lives on."""
+"""Seconds a keeper keeps its cluster at most, if what it watches stays."""
+STARTUP = 180.0
+"""Seconds `shared_cluster` waits for the keeper's cluster to start."""
+
+_keepers: dict[int, subprocess.Popen[bytes]] = {}  # Started here, to be waited for.
 
 
-def shared_cluster(watched: int | None = None) -> dict[str, Any]:
-    """Starts a keeper of a cluster while process `watched` lives: `{address, auth, keeper}`.
+def shared_cluster(watched: int | None = None, folder: str | None = None) -> dict[str, Any]:
+    """Starts a keeper of a cluster: `{address, auth, keeper}`.
 
-    By default it watches this process's parent: asv's run, which calls `setup_cache`
-    in a process of its own.
+    It keeps the cluster while process `watched` lives (by default this process's
+    parent: asv's run, which calls `setup_cache` in a process of its own) and, if
+    `folder` is given, while that folder exists, or until `stop` is called.
 
     Raises:
-        RuntimeError: the keeper exited without starting a cluster (its log is quoted).
+        RuntimeError: the keeper exited, or gave no address within `STARTUP` seconds,
+            without starting a cluster (its log is quoted).
     """
-    log = tempfile.NamedTemporaryFile(  # noqa: SIM115  (the keeper writes to it after this)
-        prefix="chute-ray-keeper-", suffix=".log", delete=False
-    )
-    keeper = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), str(watched or os.getppid())],
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-        start_new_session=True,  # Outlives this process (asv's setup_cache).
-    )
-    assert keeper.stdout is not None
-    line = keeper.stdout.readline()
-    keeper.stdout.close()
-    if not line:
-        keeper.wait()
-        with open(log.name) as file:
+    command = [sys.executable, os.path.abspath(__file__), str(watched or os.getppid())]
+    # Not asv's cache folder, which asv deletes; and an empty one, since Ray packs the
+    # working folder of a driver run by `uv run` for its workers (the keeper removes it).
+    home = tempfile.mkdtemp(prefix="chute-ray-keeper-")
+    with tempfile.TemporaryFile(prefix="chute-ray-keeper-") as log:
+        keeper = subprocess.Popen(
+            [*command, *([folder] if folder is not None else [])],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            cwd=home,
+            start_new_session=True,  # Outlives this process (asv's setup_cache).
+        )
+        assert keeper.stdout is not None
+        line = _first_line(keeper.stdout.fileno(), time.monotonic() + STARTUP)
+        keeper.stdout.close()
+        if line is None:
+            os.killpg(keeper.pid, signal.SIGKILL)  # Its session: the cluster's processes too.
+            keeper.wait()
+            shutil.rmtree(home, ignore_errors=True)
+            log.seek(0)
+            error = log.read().decode(errors="replace")
             raise RuntimeError(
-                f"the Ray cluster keeper exited ({keeper.returncode}): {file.read()}"
+                f"the Ray cluster keeper gave no address in {STARTUP:g} s "
+                f"(exit status {keeper.returncode}): {error}"
             )
-    os.unlink(log.name)  # The keeper's output is of no use once the cluster runs.
+    _keepers[keeper.pid] = keeper
     return {**json.loads(line), "keeper": keeper.pid}
+
+
+def stop(cluster: dict[str, Any]) -> None:
+    """Stops the keeper of `cluster` (it shuts the cluster down) and waits for it to exit."""
+    pid = int(cluster["keeper"])
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    keeper = _keepers.pop(pid, None)
+    if keeper is not None:
+        keeper.wait()
+        return
+    while _alive(pid):  # Not a child of this process: poll.
+        time.sleep(0.1)
+
+
+def _first_line(fd: int, deadline: float) -> bytes | None:
+    """The first line written to `fd` before `deadline`; None if it closes or time runs out."""
+    read = b""
+    while b"\n" not in read:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return None
+        read += chunk
+    return read.split(b"\n", 1)[0]
 
 
 def connect(cluster: dict[str, Any]) -> None:
@@ -96,11 +144,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _keep(watched: int) -> None:
-    """The keeper: starts the cluster, prints its address, keeps it while `watched` lives."""
+def _keep(watched: int, folder: str | None) -> None:
+    """The keeper: starts the cluster, prints its address, keeps it while told to."""
     import ray
 
+    home = os.getcwd()  # The folder `shared_cluster` made for it.
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # Stops with shutdown().
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())  # After ray.init, which sets one.
     # A new local cluster takes token authentication (`~/.ray/auth_token`) unless told
     # otherwise; a driver that connects by address must be told which (`connect`).
     address = ray.get_runtime_context().gcs_address
@@ -109,10 +160,16 @@ def _keep(watched: int) -> None:
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (kept open for the process's life)
     os.dup2(sys.stdout.fileno(), 1)
     deadline = time.monotonic() + LIFETIME
-    while _alive(watched) and time.monotonic() < deadline:
-        time.sleep(1.0)
+    while (
+        not stopped.wait(1.0)
+        and _alive(watched)
+        and (folder is None or os.path.isdir(folder))
+        and time.monotonic() < deadline
+    ):
+        pass
     ray.shutdown()
+    shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    _keep(int(sys.argv[1]))
+    _keep(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None)

@@ -31,6 +31,7 @@ from . import bench_metrics as metrics
 from . import bench_mixtures as mixtures
 from . import bench_ray as ray
 from . import bench_reshard as reshard
+from ._ray_cluster import stop as stop_cluster
 
 REPEATS = 5
 
@@ -111,16 +112,28 @@ def _holds(value: float, target: str) -> str:
     return "met" if ok[operator] else "NOT met"
 
 
-def _measure(cls: type, method: str, params: tuple[Any, ...]) -> list[float]:
-    """`REPEATS` calls of `cls().method(*params)`, between its `setup` and `teardown`.
+def _cache(cls: type) -> tuple[Any, ...]:
+    """What `cls().setup_cache` returns, as the first parameter asv gives (none if it has none).
 
-    A class with a `setup_cache` gets what it returns first, as asv gives it (the Ray
-    benchmarks' shared cluster, kept while this process lives).
+    The Ray benchmarks' `setup_cache` takes `watched`: their shared cluster is kept while
+    this process lives, until `_release` stops it.
     """
     bench = cls()
-    if hasattr(bench, "setup_cache"):
-        watching = "watched" in inspect.signature(bench.setup_cache).parameters
-        params = (bench.setup_cache(os.getpid()) if watching else bench.setup_cache(), *params)
+    if not hasattr(bench, "setup_cache"):
+        return ()
+    watching = "watched" in inspect.signature(bench.setup_cache).parameters
+    return (bench.setup_cache(os.getpid()) if watching else bench.setup_cache(),)
+
+
+def _release(cache: tuple[Any, ...]) -> None:
+    """Stops what a `setup_cache` left running (a shared Ray cluster's keeper)."""
+    if cache and isinstance(cache[0], dict) and cache[0].get("keeper") is not None:
+        stop_cluster(cache[0])
+
+
+def _measure(cls: type, method: str, params: tuple[Any, ...]) -> list[float]:
+    """`REPEATS` calls of `cls().method(*params)`, between its `setup` and `teardown`."""
+    bench = cls()
     setup = getattr(bench, "setup", None)
     if setup is not None:
         setup(*params)
@@ -133,23 +146,42 @@ def _measure(cls: type, method: str, params: tuple[Any, ...]) -> list[float]:
 
 
 def main(names: list[str]) -> None:
-    """Measures the targets named (all if none) and prints one line per figure."""
+    """Measures the targets named (all if none) and prints one line per figure.
+
+    A class's `setup_cache` runs once, before its first row, and what it left running
+    stops after its last row; a row whose `setup` raises `NotImplementedError` (a
+    dependency missing) is reported as skipped.
+    """
     known = {target[0] for target in TARGETS}
     unknown = sorted(set(names) - known)
     if unknown:
         raise SystemExit(f"unknown names {unknown}; choose from {sorted(known)}")
-    for name, figure, cls, method, params, target in TARGETS:
-        if names and name not in names:
-            continue
-        before = os.getloadavg()[0]
-        values = _measure(cls, method, params)
-        after = os.getloadavg()[0]
-        median = statistics.median(values)
-        print(
-            f"{figure}: {median:.3g} (target {target}: {_holds(median, target)}); "
-            f"values {[round(v, 3) for v in values]}; load {before:.2f} -> {after:.2f}",
-            flush=True,
-        )
+    rows = [target for target in TARGETS if not names or target[0] in names]
+    last = {target[2]: index for index, target in enumerate(rows)}
+    caches: dict[type, tuple[Any, ...]] = {}
+    try:
+        for index, (_, figure, cls, method, params, target) in enumerate(rows):
+            if cls not in caches:
+                caches[cls] = _cache(cls)
+            before = os.getloadavg()[0]
+            try:
+                values = _measure(cls, method, (*caches[cls], *params))
+            except NotImplementedError as skipped:
+                print(f"{figure}: skipped ({skipped})", flush=True)
+                continue
+            finally:
+                if last[cls] == index:
+                    _release(caches.pop(cls))
+            after = os.getloadavg()[0]
+            median = statistics.median(values)
+            print(
+                f"{figure}: {median:.3g} (target {target}: {_holds(median, target)}); "
+                f"values {[round(v, 3) for v in values]}; load {before:.2f} -> {after:.2f}",
+                flush=True,
+            )
+    finally:
+        for cache in caches.values():
+            _release(cache)  # After an error.
 
 
 if __name__ == "__main__":

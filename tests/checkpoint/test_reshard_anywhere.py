@@ -250,6 +250,28 @@ def test_a_map_batch_after_the_shard_is_refused_when_built_unless_in_lockstep(wo
     )
 
 
+def test_the_refusal_names_the_batch_that_groups_and_the_mixture_component_it_is_in():
+    def shard(index, count):
+        return chute.MapDataset.range(40).shard(index, count)
+
+    # batch(1) keeps one element per output: the refusal names the batch(2) after it.
+    regrouped = shard(0, 2).batch(1).map(_twice).batch(2).to_iter_dataset()
+    with pytest.raises(ReshardError, match=r"^stage 4 \(batch\) batches the shard before"):
+        chute.checkpoint.check_reshardable(iter(regrouped))
+    # A MapDataset.batch after the shard inside one component of a mixture.
+    plain = shard(0, 2).to_iter_dataset().batch(2)
+    batched = shard(0, 2).map(_twice).batch(2).to_iter_dataset()
+    mixture = chute.IterDataset.mix([plain, batched], [0.5, 0.5])
+    with pytest.raises(ReshardError) as caught:
+        chute.checkpoint.check_reshardable(iter(mixture))
+    assert str(caught.value).startswith(
+        "the mixture's component 1: stage 3 (batch) batches the shard before to_iter_dataset() "
+        "(MapDataset.batch), so the states count whole batches (2 elements each)"
+    )
+    chute.checkpoint.check_reshardable(iter(mixture), lockstep=True)
+    chute.checkpoint.check_reshardable(iter(chute.IterDataset.mix([plain, plain], [0.5, 0.5])))
+
+
 @pytest.mark.parametrize("workers", [None, 0])
 def test_shards_that_drop_a_remainder_continue_on_a_count_that_drops_another(workers):
     """23 records: 3 shards cover 21 of them, 2 shards 22, 4 shards 20."""

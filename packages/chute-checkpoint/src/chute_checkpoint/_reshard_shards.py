@@ -285,7 +285,8 @@ def check_reshardable(iterator: object, *, lockstep: bool = False) -> None:
 
     Call it where the pipeline is built (or before the first save) to learn of a stage
     that resharding refuses at startup, not after a preemption. A pipeline that passes
-    continues on any process count from states saved at any positions.
+    (without `lockstep=True`) continues on any process count from states saved at any
+    positions.
 
     A `MapDataset.batch` after the shard is refused unless `lockstep=True`: its states
     count whole batches of the shard, and a batch cannot be split between processes, so
@@ -298,7 +299,9 @@ def check_reshardable(iterator: object, *, lockstep: bool = False) -> None:
         lockstep: accept a `MapDataset.batch` after the shard (see above).
 
     Raises:
-        ReshardError: the reason, as a restore on another count would give it.
+        ReshardError: the stage that would not reshard, and why: for most stages the
+            reason a restore on another count would give; for a `MapDataset.batch`
+            after the shard, what the restore requires and how to batch instead.
 
     Example:
         >>> import chute
@@ -322,21 +325,24 @@ def check_reshardable(iterator: object, *, lockstep: bool = False) -> None:
             if at is not None:
                 stages_after(stages, at)
             return
-        for branch in branches(stages):
+        parts = branches(stages)
+        for component, branch in enumerate(parts):
             at = shard_stage(branch, "IterDataset")
             if at is None:  # A global pipeline: every process has the same state.
                 continue
             unit, _ = later_stages(branch, at)
             if unit > 1 and not lockstep:
-                raise ReshardError(_batched_after_shard(branch, at, unit))
+                whose = f"the mixture's component {component}: " if parts[0] is not stages else ""
+                raise ReshardError(whose + _batched_after_shard(branch, at, unit))
 
 
 def _batched_after_shard(stages: list[dict[str, Any]], at: int, unit: int) -> str:
     """Why a `MapDataset.batch` after shard stage `at` does not reshard from any positions."""
-    number = next(
+    number = next(  # The first batch of more than one element (`later_stages`' unit).
         number
         for number, item in enumerate(stages[at + 1 :], start=at + 1)
-        if traits_of(item).groups is not None
+        if (name := traits_of(item).groups) is not None
+        and integer_parameter(item, number, name, 1, "state 0") > 1
     )
     return (
         f"stage {number} ({stages[number]['op']}) batches the shard before to_iter_dataset() "
