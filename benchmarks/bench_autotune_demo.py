@@ -7,7 +7,8 @@ waiting for each step's loss as the demo's loop does. The target is that of
 `bench_autotune` on this loop: starting from no workers, within 10 s the autotuner
 reaches >= 0.9x the steps per second of the best fixed configuration (0, 1 or 2
 workers, measured in the same call; each rate that of its run's last 3 s), and over
-those 10 s it does no worse than the default (>= 1.0x).
+those 10 s it does no worse than a fixed 0 workers (>= 1.0x), the default before
+the autotuner.
 
 What the demo does beside each step is left out: its per-step digest of the batch and
 its log line, so the figures are those of input and training alone. Without the demo's

@@ -91,7 +91,7 @@ TARGETS: list[tuple[str, str, type, str, tuple[Any, ...], str]] = [
      data_loader.DataLoaderVsMpPrefetchImages, "track_ratio_to_mp_prefetch", (), ">= 0.95"),
     ("autotune", "images, autotuned from 0 workers, its last 3 of 10 s / best fixed of 0-2 workers",
      autotune.RuntimeAutotune, "track_ratio_autotuned_to_best_fixed", (), ">= 0.9"),
-    ("autotune", "images, autotuned from 0 workers, its first 10 s / default (0 workers)",
+    ("autotune", "images, autotuned from 0 workers, its first 10 s / 0 workers fixed",
      autotune.RuntimeAutotune, "track_ratio_autotuned_to_default", (), ">= 1.0"),
     ("ray", "images, 2 Ray workers / 2 local workers on one host, CPU per chunk",
      ray.ImagesOnRay, "track_cpu_per_chunk_ratio_to_local", (), "<= 1.2"),
@@ -99,7 +99,8 @@ TARGETS: list[tuple[str, str, type, str, tuple[Any, ...], str]] = [
      ray.ImagesOnRay, "track_ratio_to_mp_prefetch", (), ">= 0.9"),
     ("autotune_demo", "chute demo's loop, autotuned from 0 workers, last 3 of 10 s / best fixed",
      autotune_demo.DemoAutotune, "track_ratio_autotuned_to_best_fixed", (), ">= 0.9"),
-    ("autotune_demo", "chute demo's loop, autotuned from 0 workers, its first 10 s / default",
+    ("autotune_demo",
+     "chute demo's loop, autotuned from 0 workers, its first 10 s / 0 workers fixed",
      autotune_demo.DemoAutotune, "track_ratio_autotuned_to_default", (), ">= 1.0"),
 ]  # fmt: skip
 

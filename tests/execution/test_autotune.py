@@ -66,3 +66,32 @@ def test_a_data_loader_autotunes_too():
     expected = list(make())
     bounds = chute.AutotuneOptions(max_workers=2, interval_seconds=0.02)
     assert list(make(operations=[], worker_count=0, autotune=bounds)) == expected
+
+
+def test_the_options_autotune_unless_a_worker_count_is_given():
+    default = chute.MultiprocessingOptions()
+    assert (default.num_workers, default.autotune) == (0, True)
+    for options in [
+        chute.MultiprocessingOptions(num_workers=0),
+        chute.MultiprocessingOptions(num_workers=2),
+        chute.MultiprocessingOptions(autotune=False),
+    ]:
+        assert options.autotune is False
+    bounds = chute.AutotuneOptions(max_workers=1)
+    assert chute.MultiprocessingOptions(num_workers=1, autotune=bounds).autotune == bounds
+
+
+def _slow(length):
+    return chute.MapDataset.range(length).to_iter_dataset().map(Busy(0.001))
+
+
+def test_mp_prefetch_without_a_worker_count_adds_workers_while_the_loop_waits():
+    """With no workers the loop waits for every element, so the first measurement (0.5 s)
+    already tries workers; a count given stays as it is."""
+    it = _slow(1500).mp_prefetch().iter(stats=True)
+    assert list(it) == list(range(1500))
+    tuning = it.stats().tuning
+    assert tuning and tuning[0].reason == "more workers" and tuning[0].workers > 0
+    fixed = _slow(1500).mp_prefetch(num_workers=0).iter(stats=True)
+    assert list(fixed) == list(range(1500))
+    assert fixed.stats().tuning == ()

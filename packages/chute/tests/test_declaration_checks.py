@@ -112,6 +112,9 @@ def test_a_non_integer_argument_is_refused_naming_the_method_and_argument(
         "max_sequences_per_bin",
     }:
         return  # None means something there (no seed, endless, default, ShardOptions).
+    if value is None and (owner, name) == ("MultiprocessingOptions", "num_workers"):
+        assert declare(value) == chute.MultiprocessingOptions()  # Not given: autotuned.
+        return
     message = _refused(declare, value, chute.ArgumentTypeError)
     assert message == f"{owner}: {name} must be an int, got {type(value).__name__} {value!r}."
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import Any, Literal
 
 from chute_core.internal import check_count
 
@@ -19,6 +19,9 @@ WORKER_KNOBS = frozenset(
 )
 """The worker stage's parameters that never change the elements (left out of fingerprints)."""
 
+_NOT_GIVEN: Any = None
+"""A field not given (`num_workers`, `autotune`): resolved when the options are made."""
+
 
 @dataclasses.dataclass(frozen=True)
 class MultiprocessingOptions:
@@ -27,8 +30,12 @@ class MultiprocessingOptions:
     The output never depends on these: 0, 1, 2 or 8 workers yield the same elements
     in the same order, and a checkpoint taken with one setting restores with another.
 
+    By default (no `num_workers`), the autotuner picks the workers while the iterator
+    runs, starting from none; give `num_workers` for a fixed count.
+
     Attributes:
         num_workers: worker processes; 0 runs the same chunked pipeline in this process.
+            Not given: 0 to start with, and `autotune` is on unless you turn it off.
         per_worker_buffer_size: chunks each worker may have finished or in progress
             ahead of the consumer.
         start_method: how workers start (never the output):
@@ -72,23 +79,34 @@ class MultiprocessingOptions:
             while it runs, from how long the consumer waits for input (`True`, or
             `AutotuneOptions` for its bounds); the two fields above are where it
             starts. Its changes are in `iter(stats=True)`'s statistics and in traces.
+            Not given: on when `num_workers` is not given either, else off.
 
     Example:
         >>> options = MultiprocessingOptions(num_workers=2, worker_timeout=60)
         >>> options.num_workers, options.per_worker_buffer_size, options.worker_timeout
         (2, 2, 60)
+        >>> options.autotune  # A count you give stays fixed.
+        False
+        >>> default = MultiprocessingOptions()
+        >>> default.num_workers, default.autotune  # Tuned, from no workers.
+        (0, True)
     """
 
-    num_workers: int = 0
+    num_workers: int = _NOT_GIVEN
     per_worker_buffer_size: int = 2
     start_method: StartMethod = "auto"
     worker_timeout: float | None = None
     idle_worker_seconds: float = 30.0
-    autotune: AutotuneOptions | bool = False
+    autotune: AutotuneOptions | bool = _NOT_GIVEN
 
     def __post_init__(self) -> None:
         owner = "MultiprocessingOptions"
-        object.__setattr__(self, "num_workers", check_count(self.num_workers, "num_workers", owner))
+        given: dict[str, Any] = {"num_workers": self.num_workers, "autotune": self.autotune}
+        chosen = given["num_workers"] is not None  # (Typed as given, not as declared.)
+        if given["autotune"] is None:
+            object.__setattr__(self, "autotune", not chosen)
+        workers = check_count(self.num_workers, "num_workers", owner) if chosen else 0
+        object.__setattr__(self, "num_workers", workers)
         size = check_count(self.per_worker_buffer_size, "per_worker_buffer_size", owner, minimum=1)
         object.__setattr__(self, "per_worker_buffer_size", size)
         timeout = self.worker_timeout

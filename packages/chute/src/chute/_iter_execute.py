@@ -72,6 +72,10 @@ class ExecuteOps(IterBase[T]):
         map_with_index, window shuffle, ...) run in this process on the merged stream.
         Transforms must be picklable (module-level functions or classes).
 
+        Without `options` or a `num_workers`, the autotuner picks the workers while the
+        iterator runs, starting from none (`MultiprocessingOptions`); give
+        `num_workers=` for a fixed count.
+
         Args:
             options: `MultiprocessingOptions(num_workers, per_worker_buffer_size)`.
             worker_init_fn: called as `fn(worker_index, num_workers)` in each worker.
@@ -97,8 +101,9 @@ class ExecuteOps(IterBase[T]):
             True
         """
         chosen = _options("mp_prefetch", MultiprocessingOptions, options, option_values)
-        if chosen.num_workers:
+        if chosen.num_workers or chosen.autotune is not False:
             add_preload("chute")  # The fork server imports chute once, for every worker.
+        if chosen.num_workers:
             warm_up(chosen.start_method)  # Workers will then start in milliseconds.
         return self._in_workers("mp_prefetch", chosen, worker_init_fn, chunk_size)
 
