@@ -9,6 +9,7 @@ import itertools
 import json
 import operator
 import random
+import re
 
 import numpy as np
 import pytest
@@ -270,6 +271,31 @@ def test_the_refusal_names_the_batch_that_groups_and_the_mixture_component_it_is
     )
     chute.checkpoint.check_reshardable(iter(mixture), lockstep=True)
     chute.checkpoint.check_reshardable(iter(chute.IterDataset.mix([plain, plain], [0.5, 0.5])))
+
+
+def _sharded(index=0, count=2):
+    return chute.MapDataset.range(40).seed(3).shuffle().shard(index, count)
+
+
+@pytest.mark.parametrize(
+    ("build", "stage"),
+    [
+        (lambda: _sharded().to_iter_dataset().limit(5), "stage 5 (limit)"),
+        (lambda: _sharded()[2:].to_iter_dataset(), "stage 4 (slice)"),
+        (lambda: _sharded().shuffle().to_iter_dataset(), "stage 4 (shuffle)"),
+        (lambda: _sharded().repeat(2).to_iter_dataset(), "stage 4 (repeat)"),
+        (lambda: _sharded().to_iter_dataset().repeat(2), "stage 5 (repeat)"),
+        (lambda: _sharded().to_iter_dataset().cache().repeat(2), "stage 5 (cache)"),
+    ],
+    ids=["limit", "slice", "shuffle", "map_repeat", "stream_repeat", "cache"],
+)
+def test_stages_that_cannot_follow_the_shard_are_refused_when_built(build, stage):
+    """The guide's list: limit, slice and shuffle by their nature, repeat and cache for now."""
+    with pytest.raises(ReshardError, match=rf"^{re.escape(stage)} follows the shard stage"):
+        chute.checkpoint.check_reshardable(iter(build()))
+    # Before the shard they are free.
+    ahead = chute.MapDataset.range(40).seed(3).shuffle().repeat(2)[:60].shard(0, 2)
+    chute.checkpoint.check_reshardable(iter(ahead.to_iter_dataset()))
 
 
 @pytest.mark.parametrize("workers", [None, 0])
