@@ -16,6 +16,7 @@ process nor a signal asv sends to that process's group stops it; the cluster's p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -24,7 +25,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import warnings
 from typing import Any
@@ -38,6 +38,7 @@ STARTUP = 180.0
 """Seconds `shared_cluster` waits for the keeper's cluster to start."""
 
 _keepers: dict[int, subprocess.Popen[bytes]] = {}  # Started here, to be waited for.
+_MARK = b"chute-ray-cluster "  # Begins the keeper's line with the address.
 
 
 def shared_cluster(watched: int | None = None, folder: str | None = None) -> dict[str, Any]:
@@ -64,12 +65,16 @@ def shared_cluster(watched: int | None = None, folder: str | None = None) -> dic
             start_new_session=True,  # Outlives this process (asv's setup_cache).
         )
         assert keeper.stdout is not None
-        line = _first_line(keeper.stdout.fileno(), time.monotonic() + STARTUP)
-        keeper.stdout.close()
-        if line is None:
-            os.killpg(keeper.pid, signal.SIGKILL)  # Its session: the cluster's processes too.
-            keeper.wait()
-            shutil.rmtree(home, ignore_errors=True)
+        try:
+            line = _first_line(keeper.stdout.fileno(), time.monotonic() + STARTUP)
+            found = None if line is None else json.loads(line.removeprefix(_MARK))
+        except BaseException:
+            _kill(keeper, home)
+            raise
+        finally:
+            keeper.stdout.close()
+        if found is None:
+            _kill(keeper, home)
             log.seek(0)
             error = log.read().decode(errors="replace")
             raise RuntimeError(
@@ -77,28 +82,57 @@ def shared_cluster(watched: int | None = None, folder: str | None = None) -> dic
                 f"(exit status {keeper.returncode}): {error}"
             )
     _keepers[keeper.pid] = keeper
-    return {**json.loads(line), "keeper": keeper.pid}
+    return {**found, "keeper": keeper.pid}
 
 
-def stop(cluster: dict[str, Any]) -> None:
-    """Stops the keeper of `cluster` (it shuts the cluster down) and waits for it to exit."""
+def _kill(keeper: subprocess.Popen[bytes], home: str) -> None:
+    """Kills a keeper that failed, with its session (the cluster's processes), and its folder."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(keeper.pid, signal.SIGKILL)
+    keeper.wait()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def stop(cluster: dict[str, Any], timeout: float = 60.0) -> None:
+    """Stops the keeper of `cluster` (it shuts the cluster down) and waits for it to exit.
+
+    A keeper still running after `timeout` seconds is killed with its session (the
+    cluster's processes).
+    """
     pid = int(cluster["keeper"])
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
     keeper = _keepers.pop(pid, None)
+    deadline = time.monotonic() + timeout
+    if keeper is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            keeper.wait(timeout)
+            return
+    else:
+        while _alive(pid) and time.monotonic() < deadline:  # Not a child of this process.
+            time.sleep(0.1)
+        if not _alive(pid):
+            return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
     if keeper is not None:
         keeper.wait()
-        return
-    while _alive(pid):  # Not a child of this process: poll.
-        time.sleep(0.1)
 
 
 def _first_line(fd: int, deadline: float) -> bytes | None:
-    """The first line written to `fd` before `deadline`; None if it closes or time runs out."""
+    """The first line starting with `_MARK` written to `fd` before `deadline`.
+
+    None if `fd` closes or time runs out first; other lines (a library's) are skipped.
+    """
     read = b""
-    while b"\n" not in read:
+    while True:
+        lines = read.split(b"\n")
+        for line in lines[:-1]:
+            if line.startswith(_MARK):
+                return line
+        read = lines[-1]
         left = deadline - time.monotonic()
         if left <= 0 or not select.select([fd], [], [], left)[0]:
             return None
@@ -106,7 +140,6 @@ def _first_line(fd: int, deadline: float) -> bytes | None:
         if not chunk:
             return None
         read += chunk
-    return read.split(b"\n", 1)[0]
 
 
 def connect(cluster: dict[str, Any]) -> None:
@@ -150,23 +183,24 @@ def _keep(watched: int, folder: str | None) -> None:
 
     home = os.getcwd()  # The folder `shared_cluster` made for it.
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # Stops with shutdown().
-    stopped = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopped.set())  # After ray.init, which sets one.
+    stopped: list[int] = []  # A signal handler only appends here (no lock is taken).
+    signal.signal(signal.SIGTERM, lambda *_: stopped.append(1))  # After ray.init's own.
     # A new local cluster takes token authentication (`~/.ray/auth_token`) unless told
     # otherwise; a driver that connects by address must be told which (`connect`).
     address = ray.get_runtime_context().gcs_address
-    print(json.dumps({"address": address, "auth": os.environ.get(AUTH)}), flush=True)
+    found = {"address": address, "auth": os.environ.get(AUTH)}
+    print(_MARK.decode() + json.dumps(found), flush=True)
     # Nobody reads further (the process that asked may be gone): later output goes nowhere.
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (kept open for the process's life)
     os.dup2(sys.stdout.fileno(), 1)
     deadline = time.monotonic() + LIFETIME
     while (
-        not stopped.wait(1.0)
+        not stopped
         and _alive(watched)
         and (folder is None or os.path.isdir(folder))
         and time.monotonic() < deadline
     ):
-        pass
+        time.sleep(0.5)
     ray.shutdown()
     shutil.rmtree(home, ignore_errors=True)
 

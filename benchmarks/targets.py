@@ -132,12 +132,18 @@ def _release(cache: tuple[Any, ...]) -> None:
         stop_cluster(cache[0])
 
 
-def _measure(cls: type, method: str, params: tuple[Any, ...]) -> list[float]:
-    """`REPEATS` calls of `cls().method(*params)`, between its `setup` and `teardown`."""
+def _measure(cls: type, method: str, params: tuple[Any, ...]) -> list[float] | str:
+    """`REPEATS` calls of `cls().method(*params)`, between its `setup` and `teardown`.
+
+    Or why it was skipped: its `setup` raised `NotImplementedError` (as asv skips it).
+    """
     bench = cls()
     setup = getattr(bench, "setup", None)
     if setup is not None:
-        setup(*params)
+        try:
+            setup(*params)
+        except NotImplementedError as skipped:
+            return str(skipped)
     try:
         return [getattr(bench, method)(*params) for _ in range(REPEATS)]
     finally:
@@ -167,12 +173,12 @@ def main(names: list[str]) -> None:
             before = os.getloadavg()[0]
             try:
                 values = _measure(cls, method, (*caches[cls], *params))
-            except NotImplementedError as skipped:
-                print(f"{figure}: skipped ({skipped})", flush=True)
-                continue
             finally:
                 if last[cls] == index:
                     _release(caches.pop(cls))
+            if isinstance(values, str):
+                print(f"{figure}: skipped ({values})", flush=True)
+                continue
             after = os.getloadavg()[0]
             median = statistics.median(values)
             print(

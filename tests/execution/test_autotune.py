@@ -7,7 +7,10 @@ it builds its pipeline with `chute.MapDataset`.
 
 import functools
 
+import pytest
+
 import chute
+from chute_checkpoint import apply_document, make_document
 from chute_testing.execution import Busy
 
 
@@ -95,3 +98,29 @@ def test_mp_prefetch_without_a_worker_count_adds_workers_while_the_loop_waits():
     fixed = _slow(1500).mp_prefetch(num_workers=0).iter(stats=True)
     assert list(fixed) == list(range(1500))
     assert fixed.stats().tuning == ()
+
+
+def test_grain_spelled_options_keep_grains_default_and_the_pipeline_says_when_it_tunes():
+    import chute.grain as grain
+
+    options = grain.MultiprocessingOptions()
+    assert (options.num_workers, options.autotune) == (0, False)
+    assert grain.MultiprocessingOptions(autotune=True).autotune is True
+    ds = chute.MapDataset.range(6).to_iter_dataset()
+    assert str(ds.mp_prefetch()).splitlines()[-1] == "  .mp_prefetch(num_workers=0, autotune=True)"
+    assert str(ds.mp_prefetch(options)).splitlines()[-1] == "  .mp_prefetch(num_workers=0)"
+    # Tuned or not, one pipeline: a state of one restores into the other.
+    tuned = iter(ds.mp_prefetch())
+    assert [next(tuned), next(tuned)] == [0, 1]
+    fixed = iter(ds.mp_prefetch(options))
+    apply_document(fixed, make_document(tuned, 0, 1))  # Checks the fingerprint.
+    assert list(fixed) == [2, 3, 4, 5]
+
+
+def test_a_data_loader_refuses_an_autotune_that_is_not_one():
+    sampler = chute.IndexSampler(4, shard_options=chute.NoSharding(), num_epochs=1)
+    with pytest.raises(TypeError) as caught:
+        chute.DataLoader(data_source=chute.RangeSource(4), sampler=sampler, autotune=None)
+    assert str(caught.value) == (
+        "DataLoader: autotune must be True, False or an AutotuneOptions, got NoneType None."
+    )

@@ -21,8 +21,9 @@ class AutotuneOptions:
     pipeline, seed and position only.
 
     Attributes:
-        max_workers: at most this many worker processes (None: the CPU count). The
-            tuner starts from `MultiprocessingOptions.num_workers` (0 included).
+        max_workers: at most this many worker processes (None: the CPUs this process
+            may run on). The tuner starts from `MultiprocessingOptions.num_workers`
+            (0 included).
         max_buffer_size: at most this many chunks per worker ahead of the consumer.
         max_read_threads: at most this many threads reading each chunk's records (in
             each worker, or here with 0 workers).
@@ -57,8 +58,16 @@ class AutotuneOptions:
             )
 
     def workers_limit(self) -> int:
-        """`max_workers`, or the CPU count when it is None."""
-        return self.max_workers if self.max_workers is not None else (os.cpu_count() or 1)
+        """`max_workers`, or when it is None the CPUs this process may run on.
+
+        Those of its affinity mask where the system says (a container or `taskset`
+        limits them), else the CPU count.
+        """
+        if self.max_workers is not None:
+            return self.max_workers
+        if hasattr(os, "sched_getaffinity"):
+            return max(1, len(os.sched_getaffinity(0)))
+        return os.cpu_count() or 1
 
 
 @dataclasses.dataclass(frozen=True)

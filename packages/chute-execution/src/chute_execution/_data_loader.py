@@ -217,6 +217,12 @@ class DataLoader:
                 "DataLoader: read_options must be a ReadOptions (or None), got "
                 f"{type(read_options).__name__} {read_options!r}."
             )
+        given: Any = autotune  # Typed as given: None is not "not given" here.
+        if not isinstance(given, AutotuneOptions | bool):
+            raise TypeError(
+                "DataLoader: autotune must be True, False or an AutotuneOptions, got "
+                f"{type(given).__name__} {given!r}."
+            )
         self.data_source, self.sampler = data_source, sampler
         self.options: MultiprocessingOptions | RayOptions = MultiprocessingOptions(
             check_count(worker_count, "worker_count", "DataLoader"),

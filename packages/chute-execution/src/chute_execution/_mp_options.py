@@ -31,7 +31,12 @@ class MultiprocessingOptions:
     in the same order, and a checkpoint taken with one setting restores with another.
 
     By default (no `num_workers`), the autotuner picks the workers while the iterator
-    runs, starting from none; give `num_workers` for a fixed count.
+    runs, starting from none; give `num_workers` for a fixed count. None for either
+    field means "not given". The fields hold the resolved values, so
+    `dataclasses.replace(options, num_workers=4)` of default options tunes from 4
+    (pass `autotune=False` too for a fixed 4). Each new iterator tunes anew from where
+    the options start (`chute.grain.MultiprocessingOptions` keeps Grain's defaults:
+    no workers, not tuned).
 
     Attributes:
         num_workers: worker processes; 0 runs the same chunked pipeline in this process.

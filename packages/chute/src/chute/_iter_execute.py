@@ -72,9 +72,9 @@ class ExecuteOps(IterBase[T]):
         map_with_index, window shuffle, ...) run in this process on the merged stream.
         Transforms must be picklable (module-level functions or classes).
 
-        Without `options` or a `num_workers`, the autotuner picks the workers while the
-        iterator runs, starting from none (`MultiprocessingOptions`); give
-        `num_workers=` for a fixed count.
+        Unless the options give a `num_workers` (or `autotune=False`), the autotuner
+        picks the workers while the iterator runs, starting from none (see
+        `MultiprocessingOptions`); give `num_workers=` for a fixed count.
 
         Args:
             options: `MultiprocessingOptions(num_workers, per_worker_buffer_size)`.
@@ -103,7 +103,6 @@ class ExecuteOps(IterBase[T]):
         chosen = _options("mp_prefetch", MultiprocessingOptions, options, option_values)
         if chosen.num_workers or chosen.autotune is not False:
             add_preload("chute")  # The fork server imports chute once, for every worker.
-        if chosen.num_workers:
             warm_up(chosen.start_method)  # Workers will then start in milliseconds.
         return self._in_workers("mp_prefetch", chosen, worker_init_fn, chunk_size)
 
@@ -160,7 +159,10 @@ class ExecuteOps(IterBase[T]):
                 f"Call {name} first and to_device last."
             )
         request = plan_request(self._factory, options, worker_init_fn, check_chunk_size(chunk_size))
-        item = functools.partial(mp_prefetch_stage, options.num_workers, shown_as=name)
+        tuned = isinstance(options, MultiprocessingOptions) and options.autotune is not False
+        item = functools.partial(
+            mp_prefetch_stage, options.num_workers, shown_as=name, autotune=tuned
+        )
         return self._construct(MultiprocessFactory(self._factory, request, item), self._seed)
 
     def skip_errors(self, max_failures: int = 0, *, max_failure_rate: float = 0.0) -> Self:

@@ -24,7 +24,7 @@ Example:
 from __future__ import annotations
 
 from chute_core import RecordMetadata
-from chute_execution import MultiprocessingOptions, ReadOptions
+from chute_execution import ReadOptions
 
 from .._subclassing import DatasetIterator
 from . import (
@@ -42,6 +42,7 @@ from ._config import config
 from ._datasets import IterDataset, MapDataset
 from ._legacy import Record, load
 from ._loader import DataLoader
+from .multiprocessing import MultiprocessingOptions
 
 DataLoaderIterator = python.PyGrainDatasetIterator
 """The base class of a `DataLoader`'s iterators."""

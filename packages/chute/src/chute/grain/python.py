@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from chute_core import RandomAccessDataSource, RecordMetadata
-from chute_execution import MultiprocessingOptions, ReadOptions
+from chute_execution import ReadOptions
 from chute_samplers import IterNode, NoSharding, ShardOptions
 from chute_transforms import BatchTransform as Batch
 from chute_transforms import (
@@ -46,6 +46,7 @@ from ._legacy import (
 from ._loader import DataLoader
 from ._samplers import IndexSampler, SequentialSampler
 from .constants import DATASET_INDEX, EPOCH, INDEX, META_FEATURES, RECORD, RECORD_KEY, SEED
+from .multiprocessing import MultiprocessingOptions
 from .samplers import Sampler
 from .sources import RangeDataSource, SharedMemoryDataSource
 from .transforms import Transformation, Transformations
