@@ -290,7 +290,7 @@ def _sharded(index=0, count=2):
     ids=["limit", "slice", "shuffle", "map_repeat", "stream_repeat", "cache"],
 )
 def test_stages_that_cannot_follow_the_shard_are_refused_when_built(build, stage):
-    """The guide's list: limit, slice and shuffle by their nature, repeat and cache for now."""
+    """The guide's list: limit and slice by their nature, shuffle, repeat and cache for now."""
     with pytest.raises(ReshardError, match=rf"^{re.escape(stage)} follows the shard stage"):
         chute.checkpoint.check_reshardable(iter(build()))
     # Before the shard they are free.
