@@ -116,7 +116,7 @@ def test_interleave_refuses_an_input_open_in_two_slots():
     next(it)
     slot = {"input": 0, "state": {"position": 0}}
     state = {"cursor": 0, "next_input": 2, "slots": [slot, slot]}
-    _refuse(it, state, re.escape("opens input(s) [0] in more than one slot"))
+    _refuse(it, state, re.escape("open input(s) [0] more than once"))
 
 
 def test_interleave_sets_back_the_iterator_inputs_before_one_that_refuses():

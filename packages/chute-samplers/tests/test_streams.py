@@ -16,6 +16,7 @@ from chute_samplers import (
     ShuffleMap,
     WindowShuffleIter,
 )
+from chute_samplers.internal import Frontier
 from chute_sources import RangeSource
 from chute_testing import assert_resumes
 
@@ -193,6 +194,54 @@ def test_interleave_rejects_bad_arguments_and_states():
         it.set_state({"cursor": 2, "next_input": 0, "slots": [None, None]})
     with pytest.raises(InvalidStateError, match="malformed slot"):
         it.set_state({"cursor": 0, "next_input": 1, "slots": [{"input": 0}, None]})
+
+
+def _resharded():
+    """The files as shard 1 of 2 (input k is global position 1 + 2k), as a reshard writes
+    it: inputs 0 to 3 (global 1 to 7) were opened by other processes (a level of 2 whose
+    threshold for odd positions is 9), and input 3 was left open after 2 elements."""
+    it = _interleave(2)
+    frontier = Frontier(1, 2, ((2, (0, 9)),))
+    it.set_state(
+        {
+            "cursor": 0,
+            "next_input": 0,
+            "slots": [None, None],
+            "pending": [[3, {"position": 2}]],
+            "frontier": frontier.to_json(),
+        }
+    )
+    return it
+
+
+def test_a_resharded_interleave_continues_pending_streams_and_skips_opened_inputs():
+    it = _resharded()
+    assert it.get_state()["next_input"] == 4  # Inputs 0 to 3 are skipped.
+    # Input 3 goes on from its element 2 in the first slot, inputs 4 and 5 follow.
+    assert list(it) == [302, 400, 303, 401, 500, 501, 502, 503, 504]
+
+
+def test_a_resharded_interleave_resumes_everywhere_and_forgets_what_it_passed():
+    elements = assert_resumes(_resharded, every=1)
+    assert elements == [302, 400, 303, 401, 500, 501, 502, 503, 504]
+    it = _resharded()
+    next(it), next(it)
+    state = it.get_state()
+    assert "pending" not in state  # Opened: its slot holds it now.
+    assert "frontier" not in state  # Its next input is past every threshold.
+
+
+def test_a_resharded_interleave_refuses_damaged_pending_streams():
+    it = _interleave(2)
+    base = {"cursor": 0, "next_input": 0, "slots": [None, None]}
+    with pytest.raises(InvalidStateError, match=r"a pending stream is \[input, state\]"):
+        it.set_state({**base, "pending": [[1]]})
+    with pytest.raises(InvalidStateError, match="out of range"):
+        it.set_state({**base, "pending": [[6, {"position": 0}]]})
+    with pytest.raises(InvalidStateError, match=r"open input\(s\) \[1\] more than once"):
+        it.set_state({**base, "pending": [[1, {"position": 0}], [1, {"position": 1}]]})
+    with pytest.raises(InvalidStateError, match="frontier"):
+        it.set_state({**base, "frontier": {"shard": [0, 2]}})
 
 
 # --- WindowShuffleIter -------------------------------------------------------------------

@@ -406,7 +406,17 @@ def _allowed(
 def _hint(
     document: Mapping[str, Any], current: Mapping[str, Any], allow: Collection[str]
 ) -> list[str]:
-    """A line saying which `allow_changes` would restore exactly, when some would."""
+    """A line saying which `allow_changes` would restore exactly, when some would.
+
+    Or that the checkpoint describes an interleave over a `MapDataset` as chute did
+    before the interleave's description began with that dataset's stages.
+    """
+    if _older_interleave(document["pipeline"], current):
+        return [
+            "the checkpoint lists the interleave's inputs one by one, as chute did before "
+            "an interleave over a MapDataset was described by that dataset's stages; its "
+            "state is the same: pass check_pipeline=False to restore it"
+        ]
     changeable = {
         name for traits in _declared_traits(document) for name in traits.changeable
     } - set(allow)
@@ -415,6 +425,20 @@ def _hint(
         if not refused_changes(document["pipeline"], current, names, _traits_for(document)):
             return [f"these changes can continue exactly: pass allow_changes={names!r}"]
     return []
+
+
+def _older_interleave(saved: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Whether `saved` begins with an interleave that lists the inputs `current` describes."""
+    old, new = list(saved.get("stages", [])), list(current.get("stages", []))
+    at = next((n for n, stage in enumerate(new) if stage.get("op") == "interleave"), None)
+    return (
+        bool(at)
+        and bool(old)
+        and old[0].get("op") == "interleave"
+        and bool(old[0].get("inputs"))
+        and not new[at].get("inputs")  # type: ignore[index]
+        and old[0].get("params") == new[at].get("params")  # type: ignore[index]
+    )
 
 
 def _declared_traits(document: Mapping[str, Any]) -> list[StageTraits]:

@@ -17,7 +17,9 @@ Two kinds of pipeline continue exactly on another number of JAX processes:
   rebatch; in the workers too), whose element a process stopped inside goes back to be
   read, minus its outputs delivered (`_reshard_splits`),
   and one window shuffle or packer, whose elements held go back to be read, minus the
-  ones it yielded (`_reshard_windows`).
+  ones it yielded (`_reshard_windows`). An interleave that opens each position of the
+  shard as a stream continues the streams left open on their new owners
+  (`_reshard_streams`).
   A `MapDataset.batch(b)` after the shard counts positions in batches, which cannot be
   split between processes: such states reshard only from processes in lockstep, and
   where `j * n` splits into whole batches (so `check_reshardable` refuses such a
@@ -76,6 +78,7 @@ from ._reshard_stages import (
     shard_stage,
     traits_of,
 )
+from ._reshard_streams import assign_opened, opened_ahead
 from ._reshard_windows import merge_taken, taken_ahead
 
 __all__ = ["reshard", "reshard_for"]
@@ -100,6 +103,8 @@ class _Plan:
     # A flat map's elements delivered in part: (global position, outputs delivered).
     delivered: tuple[tuple[int, int], ...] = ()
     taken: tuple[int, ...] = ()  # Global positions above it consumed one by one.
+    # An interleave's streams left open: (global position, the stream's state).
+    opened: tuple[tuple[int, Any], ...] = ()
     epoch: int = 0  # Records per epoch of a sampler's per-epoch stride (0: the stream's).
     olds: tuple[Any, ...] = ()  # The states by shard (with levels).
 
@@ -308,8 +313,10 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
         taken = taken_ahead(states, positions, count, stages, "the state of shard")
         plan = _elastic_plan(first, at, positions, frontiers, chunk_size, taken, epoch)
         delivered = delivered_ahead(states, positions, count, "the state of shard", epoch)
-        olds = tuple(states)
-        return dataclasses.replace(plan, failures=failures, delivered=delivered, olds=olds)
+        olds, opened = tuple(states), opened_ahead(states, count)
+        return dataclasses.replace(
+            plan, failures=failures, delivered=delivered, olds=olds, opened=opened
+        )
     if len(set(positions)) != 1 or any(frontiers):
         raise ReshardError(
             f"the processes are at different local positions {positions} (by shard index), "
@@ -422,6 +429,7 @@ def _continued(
         frontier = Frontier(shard_index, shard_count, (), (), epoch)
     document["state"] = _moved(document["state"], start, plan, shard_count, frontier)
     assign_skips(document["state"], plan.delivered, shard_index, shard_count, epoch)
+    assign_opened(document["state"], plan.opened, shard_index, shard_count)
     share_failures(document["state"], plan.failures, shard_index, shard_count)
     return document
 

@@ -1,7 +1,8 @@
 """Where a saved state stands in its shard, and the same state moved to another position.
 
 A state holds its stream's position in one of the layouts of `LAYOUTS` (a reader's
-`{"position": p}`, the workers' `{"position": p, "offset": k}`), possibly inside the
+`{"position": p}`, the workers' `{"position": p, "offset": k}`) or an interleave's
+(`OPEN_STREAMS`: the next input it opens), possibly inside the
 states of stages that hold elements or skip failures (`inner_state`), and, once
 resharded, the frontier of positions it still skips.
 """
@@ -13,7 +14,7 @@ from typing import Any
 
 from chute_core import PositionLayout
 from chute_execution.internal import AT, CHUNK_POSITIONS, SKIP, THROUGH
-from chute_samplers.internal import FRONTIER, READER_POSITIONS, Frontier
+from chute_samplers.internal import FRONTIER, OPEN_STREAMS, READER_POSITIONS, Frontier
 
 from ._document_shape import check_positions, damaged_state
 from ._errors import ReshardError
@@ -69,7 +70,13 @@ def position_of(
         >>> position_of({"position": 64, "offset": 0}, 64, {"stages": []}, "state 0")
         64
     """
-    leaf = {k: v for k, v in leaf_of(state).items() if k not in (FRONTIER, AT, SKIP)}
+    whole = leaf_of(state)
+    if OPEN_STREAMS.is_state(whole):  # An interleave's: the next input it opens.
+        try:
+            return OPEN_STREAMS.position(whole)
+        except ValueError as error:
+            raise ReshardError(f"{where}: {error}") from None
+    leaf = {k: v for k, v in whole.items() if k not in (FRONTIER, AT, SKIP)}
     check_positions(leaf, where)  # Counters only: int() would hide "4", 4.5 or True.
     drops = any(traits_of(item).drops for item in pipeline["stages"])
     if frontier is not None and leaf.get("offset") and THROUGH not in leaf:  # Skips in a unit.
@@ -131,11 +138,13 @@ def moved_state(
             return rebuild_state(state, moved, counts)
         except (TypeError, ValueError, OverflowError) as error:  # A counter of another type.
             raise damaged_state(state, error, where) from error
-    for layout in LAYOUTS:
-        if layout.read(state, chunk_size, False) is not None:
-            written = layout.write(position, chunk_size)
-            if frontier is None:
-                return written
-            written[FRONTIER] = frontier.to_json()
-            return written
-    raise ReshardError(f"cannot find the stream position in the state {state!r:.200}.")
+    if OPEN_STREAMS.is_state(state):  # The streams it opened in part: `assign_opened`.
+        written = OPEN_STREAMS.write(state, position, ())
+    else:
+        found = [layout for layout in LAYOUTS if layout.read(state, chunk_size, False) is not None]
+        if not found:
+            raise ReshardError(f"cannot find the stream position in the state {state!r:.200}.")
+        written = found[0].write(position, chunk_size)
+    if frontier is not None:
+        written[FRONTIER] = frontier.to_json()
+    return written

@@ -144,6 +144,7 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
     grouped = False  # Whether a batch came before, turning positions into batches.
     split_grouped: int | None = None  # A batch of the flat map's outputs, if any.
     numbered: int | None = None  # A stage whose output follows the host's numbering.
+    opened: int | None = None  # The interleave that began the stream, if any.
     for number, item in enumerate(stages[shard_at + 1 :], start=shard_at + 1):
         traits = traits_of(item)
         if numbered is not None and _continues_elements(item, traits):
@@ -151,7 +152,11 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
         if numbered is None and _numbers(item, traits):
             numbered = number
         plain = streaming and unit == 1 and not grouped  # Elements are still positions.
-        if traits.splits and plain and split is None:
+        if opened is not None and (traits.splits or traits.holds or traits.merges):
+            raise ReshardError(_after_opened(stages, opened, number))
+        if traits.opens and not streaming and unit == 1 and not grouped:
+            opened = number  # Its open streams continue elsewhere; see `_reshard_streams`.
+        elif traits.splits and plain and split is None:
             split = number  # Its element goes back to be read; see `_reshard_splits`.
         elif traits.holds and plain and split is None and held is None:
             held = number  # Its window goes back to be read; see `_reshard_windows`.
@@ -184,6 +189,17 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
         if traits.chunk is not None and item["params"].get(traits.chunk) is not None:
             chunk_size = integer_parameter(item, number, traits.chunk, 1, "state 0")
     return unit, chunk_size
+
+
+def _after_opened(stages: list[dict[str, Any]], opened: int, number: int) -> str:
+    op, interleave = stages[number]["op"], stages[opened]["op"]
+    return (
+        f"stage {number} ({op}) holds or splits the elements of the {interleave} of stage "
+        f"{opened}, which are not positions of the shard but elements of the streams it "
+        f"opened, so what {op} holds cannot be named for another process count; apply "
+        f"{op}(...) inside each stream (before the {interleave}), or restore with the same "
+        "process count."
+    )
 
 
 def _check_workers(

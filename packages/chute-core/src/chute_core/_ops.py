@@ -85,6 +85,11 @@ class StageTraits:
             name of the parameter that decides, numbered unless it is "record" (a random
             map's `key`). A stage that splits or packs elements after such a stage cannot
             continue elsewhere an element a process stopped inside.
+        opens: it begins the stream by opening each position of its input as a stream
+            of its own and reading several at a time (an interleave): its state says
+            the next position to open and the state of each stream open (or, once
+            resharded, to continue), so another process count continues each stream
+            where it stopped and skips the positions other processes opened.
 
     Example:
         >>> StageTraits(elementwise=True).keeps_positions
@@ -109,6 +114,7 @@ class StageTraits:
     merges: bool = False
     names_splits: bool = False
     numbered: str | None = None
+    opens: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """The traits that differ from the defaults, as JSON (sets as sorted lists).

@@ -15,6 +15,8 @@ from chute_core import (
 )
 from chute_core.internal import check_int, check_sequence, state_dict, state_int
 
+from ._frontier import FRONTIER, Frontier
+from ._interleave_states import PENDING
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
 
@@ -39,6 +41,13 @@ class InterleaveIter(IterNode[T]):
     the next slot and the next input to open: its size is O(cycle_length). The `origin`
     of an element is `(input number,) + <its origin in that input>` (None if the input
     gives none).
+
+    Resharded to another process count (`chute_checkpoint.reshard`), a state may also
+    list streams other processes left open (`pending`: opened, each at its saved state,
+    before any new input) and the inputs from `next_input` on that they opened
+    (`frontier`, a `Frontier` over the inputs' positions in the shard), which are skipped.
+    Both stay bounded: a pending stream goes once it is opened, and the frontier once
+    `next_input` passes it.
 
     Args:
         inputs: factories of checkpointable iterators, or the iterators themselves.
@@ -73,6 +82,8 @@ class InterleaveIter(IterNode[T]):
         ] * self._cycle_length
         self._cursor = 0
         self._next_input = 0
+        self._pending: list[tuple[int, IteratorState]] = []  # Streams left open elsewhere.
+        self._frontier: Frontier | None = None  # Inputs other processes opened.
         self._last: tuple[int, CheckpointableIterator[T]] | None = None  # Slot last read.
 
     @property
@@ -124,14 +135,18 @@ class InterleaveIter(IterNode[T]):
 
     def __next__(self) -> T:
         while True:
-            if self._next_input >= len(self._inputs) and not any(self._slots):
+            if self._next_input >= len(self._inputs) and not self._pending and not any(self._slots):
                 raise StopIteration
             slot = self._slots[self._cursor]
             if slot is None:
-                if self._next_input < len(self._inputs):
+                if self._pending:
+                    number, state = self._pending.pop(0)
+                    self._slots[self._cursor] = (number, self._open(number, state))
+                elif self._next_input < len(self._inputs):
                     number = self._next_input
                     self._slots[self._cursor] = (number, self._open(number, None))
                     self._next_input += 1
+                    self._skip_opened()
                 else:
                     self._cursor = (self._cursor + 1) % self._cycle_length
                 continue
@@ -145,16 +160,41 @@ class InterleaveIter(IterNode[T]):
             self._last = slot
             return element
 
+    def _skip_opened(self) -> None:
+        """Moves `next_input` past the inputs the frontier says other processes opened."""
+        frontier = self._frontier
+        if frontier is None:
+            return
+        end = len(self._inputs)
+        while self._next_input < end and not frontier.keeps(
+            frontier.global_position(self._next_input)
+        ):
+            self._next_input += 1
+        self._frontier = frontier.after(self._next_input)
+
     def get_state(self) -> IteratorState:
         slots: list[JsonValue] = [
             None if slot is None else {"input": slot[0], "state": slot[1].get_state()}
             for slot in self._slots
         ]
-        return {"cursor": self._cursor, "next_input": self._next_input, "slots": slots}
+        state: IteratorState = {
+            "cursor": self._cursor,
+            "next_input": self._next_input,
+            "slots": slots,
+        }
+        if self._pending:
+            state[PENDING] = [[number, inner] for number, inner in self._pending]
+        if self._frontier is not None:
+            state[FRONTIER] = self._frontier.to_json()
+        return state
 
     def set_state(self, state: IteratorState, /) -> None:
-        checked = state_dict(self, state, ("cursor", "next_input", "slots"))
+        checked = state_dict(self, state, ("cursor", "next_input", "slots"), (PENDING, FRONTIER))
         cursor = state_int(self, checked, "cursor", maximum=self._cycle_length - 1)
+        frontier = self._read_frontier(checked)
+        if frontier is not None and isinstance(checked["next_input"], int):
+            # A resharded state starts where the new shard begins, which may be past its end.
+            checked = {**checked, "next_input": min(checked["next_input"], len(self._inputs))}
         next_input = state_int(self, checked, "next_input", maximum=len(self._inputs))
         slots = checked["slots"]
         if not isinstance(slots, list) or len(slots) != self._cycle_length:
@@ -162,6 +202,8 @@ class InterleaveIter(IterNode[T]):
                 f"{self!r}: state['slots'] must list {self._cycle_length} slots (the "
                 f"cycle_length), got {slots!r}."
             )
+        # Streams continued from a reshard may lie past `next_input`: the frontier skips them.
+        last = len(self._inputs) - 1 if frontier is not None else next_input - 1
         wanted: list[tuple[int, IteratorState] | None] = []
         for slot in slots:
             if slot is None:
@@ -170,14 +212,15 @@ class InterleaveIter(IterNode[T]):
             if not isinstance(slot, dict) or not isinstance(slot.get("state"), dict):
                 raise InvalidStateError(f"{self!r}: malformed slot {slot!r} in the state.")
             state_dict(self, slot, ("input", "state"))
-            number = state_int(self, slot, "input", maximum=next_input - 1)
+            number = state_int(self, slot, "input", maximum=last)
             wanted.append((number, cast(IteratorState, slot["state"])))
-        numbers = [w[0] for w in wanted if w is not None]
+        pending = self._read_pending(checked)
+        numbers = [w[0] for w in wanted if w is not None] + [p[0] for p in pending]
         if len(set(numbers)) != len(numbers):
             raise InvalidStateError(
-                f"{self!r}: state['slots'] opens input(s) "
-                f"{sorted({n for n in numbers if numbers.count(n) > 1})} in more than one "
-                "slot; each input is read in one slot at most."
+                f"{self!r}: state['slots'] and state['pending'] open input(s) "
+                f"{sorted({n for n in numbers if numbers.count(n) > 1})} more than once; each "
+                "input is read in one slot at most."
             )
         # Inputs given as iterators are shared with the caller: set back if one refuses.
         shared = {n: self._inputs[n].get_state() for n in numbers if n in self._initial}  # type: ignore[union-attr]
@@ -190,11 +233,36 @@ class InterleaveIter(IterNode[T]):
                 self._inputs[number].set_state(previous)  # type: ignore[union-attr]
             raise
         self._slots, self._cursor, self._next_input = restored, cursor, next_input
+        self._pending, self._frontier = pending, frontier
+        self._skip_opened()
         self._last = None
+
+    def _read_frontier(self, state: IteratorState) -> Frontier | None:
+        if FRONTIER not in state:
+            return None
+        return Frontier.from_json(state[FRONTIER], repr(self))
+
+    def _read_pending(self, state: IteratorState) -> list[tuple[int, IteratorState]]:
+        entries = state.get(PENDING, [])
+        if not isinstance(entries, list):
+            raise InvalidStateError(
+                f"{self!r}: state['pending'] must list [input, state] pairs, got {entries!r:.200}."
+            )
+        pending: list[tuple[int, IteratorState]] = []
+        for entry in entries:
+            if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[1], dict):
+                raise InvalidStateError(
+                    f"{self!r}: a pending stream is [input, state], got {entry!r:.200}."
+                )
+            number = state_int(self, {"input": entry[0]}, "input", maximum=len(self._inputs) - 1)
+            pending.append((number, entry[1]))
+        return pending
 
     def __repr__(self) -> str:
         return f"InterleaveIter({len(self._inputs)} inputs, cycle_length={self._cycle_length})"
 
 
-INTERLEAVE = declare_op("interleave", StageTraits(), iter_node=InterleaveIter)
+INTERLEAVE = declare_op(
+    "interleave", StageTraits(begins_stream=True, opens=True), iter_node=InterleaveIter
+)
 """The op's declaration (see `chute_core.declare_op`)."""

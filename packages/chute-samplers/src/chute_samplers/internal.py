@@ -10,6 +10,8 @@ import-linter contract forbids `chute_samplers._x` from outside).
   `level_of`, `watermark`, `is_watermark`, `first_position`, `residue`): the positions
   a resharded reader skips because other processes consumed them before the reshard;
   `shard_global` and `shard_locals` turn a shard's positions into global ones and back.
+- `OPEN_STREAMS`: the layout of an interleave's state (its next input, the streams open
+  in part), for resharding.
 - `MIX_STATES`: the layout of a mixture's state, for resharding each component.
 - `WINDOW_STATES`: the layout of a window shuffle's state, and the positions its current
   window yielded, for resharding; `window_span` and `span_positions` write and read the
@@ -36,6 +38,7 @@ from ._frontier import (
 )
 from ._hashing import origin_key
 from ._index_sampler import RNG_OP
+from ._interleave_states import OPEN_STREAMS
 from ._mix_iter import MIX_STATES
 from ._node import consecutive
 from ._positions import READER_POSITIONS
@@ -46,6 +49,7 @@ from ._window_states import WINDOW_STATES, span_positions, window_span
 __all__ = [
     "FRONTIER",
     "MIX_STATES",
+    "OPEN_STREAMS",
     "READER_POSITIONS",
     "RNG_OP",
     "WINDOW_STATES",

@@ -288,12 +288,25 @@ class MixFactory:
 
 
 class InterleaveFactory:
-    def __init__(self, parents: Sequence[Factory], cycle_length: int, stage: Stage) -> None:
+    """An interleave of `parents`; `before`: the stages of the dataset that listed them.
+
+    A `MapDataset` of datasets (`files.shard(i, n).map(make_stream)`) says which shard
+    of which inputs the interleave reads, which resharding needs.
+    """
+
+    def __init__(
+        self,
+        parents: Sequence[Factory],
+        cycle_length: int,
+        stage: Stage,
+        before: tuple[Stage, ...] = (),
+    ) -> None:
         self.parents, self.cycle_length, self.stage = tuple(parents), cycle_length, stage
+        self.before = before
 
     @property
     def stages(self) -> tuple[Stage, ...]:
-        return (self.stage,)
+        return (*self.before, self.stage)
 
     def __call__(self) -> CheckpointableIterator[Any]:
         iterator = InterleaveIter(list(self.parents), self.cycle_length)

@@ -432,6 +432,9 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
         callables making iterators (e.g. one `functools.partial(ParquetStream, path)`
         per file): the hierarchical shuffle of the guides is
         `IterDataset.interleave(files.map(make_stream), cycle_length).window_shuffle(...)`.
+        A `MapDataset`'s stages come before the interleave in the pipeline's
+        description, so one whose files are sharded (`files.shard(i, n).map(...)`)
+        continues on another number of processes (see the resharding guide).
 
         Example:
             >>> import chute
@@ -442,12 +445,14 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
         parts = list(datasets)  # Read once: a MapDataset of streams makes them anew.
         factories = [factory_of(d) for d in parts]
         cycle_length = check_int(cycle_length, "cycle_length", "IterDataset.interleave", minimum=1)
-        item = Stage(
-            "interleave",
-            (("cycle_length", repr(cycle_length)),),
-            tuple(f.stages for f in factories),
-        )
-        return made(cls._family(InterleaveFactory(factories, cycle_length, item)), *parts)
+        listing = getattr(datasets, "to_iter_dataset", None) and getattr(datasets, "_stages", ())
+        before = tuple(listing or ())  # A MapDataset's stages; a list has none.
+        # A MapDataset's stages describe its streams (the same on every process but for
+        # the shard index), so they are not listed one by one.
+        inputs = () if before else tuple(f.stages for f in factories)
+        item = Stage("interleave", (("cycle_length", repr(cycle_length)),), inputs)
+        factory = InterleaveFactory(factories, cycle_length, item, before)
+        return made(cls._family(factory), *parts)
 
     @classmethod
     def zip(cls, *datasets: Any, strict: bool = False) -> IterDataset[tuple[Any, ...]]:

@@ -245,7 +245,9 @@ def InterleaveIterDataset(
         ("iter_buffer_size", iter_buffer_size),
     ):
         check_int(value, name, "InterleaveIterDataset", minimum=1)
-    return IterDataset.interleave(list(datasets), cycle_length)
+    # A MapDataset is passed whole: its stages (a shard of files) let the result reshard.
+    listed = datasets if hasattr(datasets, "to_iter_dataset") else list(datasets)
+    return IterDataset.interleave(listed, cycle_length)
 
 
 def ParquetIterDataset(path: Any) -> Any:
