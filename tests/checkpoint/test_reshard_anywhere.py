@@ -45,6 +45,10 @@ def _fails_on_elevens(x):
     return x
 
 
+def _file(record):
+    return chute.MapDataset.range(record * 1000, record * 1000 + record % 4).to_iter_dataset()
+
+
 @st.composite
 def pipelines(draw):
     """A random pipeline of the ops that reshard after the shard, around one shard stage."""
@@ -59,6 +63,10 @@ def pipelines(draw):
     batch = draw(st.sampled_from([None, 1, 2, 5]))
     budget = draw(st.booleans())  # A map that fails on some records, under skip_errors.
     window = draw(st.sampled_from([None, None, 2, 5]))  # A window shuffle before the batch.
+    # Or each record names a file of `record % 4` records, read 1-3 at a time (interleave).
+    cycle = draw(st.sampled_from([None, None, None, 1, 3]))
+    if cycle is not None:  # What may not follow an interleave: the reader's options.
+        noise, read, workers, window = False, None, None, None
 
     def make(index, count):
         ds = chute.MapDataset.range(size).seed(seed)
@@ -70,7 +78,11 @@ def pipelines(draw):
             else:
                 ds = ds.filter(_odd)
         options = None if read is None else chute.ReadOptions(num_threads=read)
-        it = ds.shard(index, count).to_iter_dataset(read_options=options)
+        if cycle is not None:
+            files = ds.shard(index, count).map(_file)
+            it = chute.IterDataset.interleave(files, cycle_length=cycle)
+        else:
+            it = ds.shard(index, count).to_iter_dataset(read_options=options)
         if noise:  # Keyed by record: the same draws on any process count.
             it = it.random_map(_plus_noise, seed=3, key="record")
         for op in after:
@@ -321,6 +333,43 @@ def test_shards_that_drop_a_remainder_continue_on_a_count_that_drops_another(wor
         assert len(seen) == len(set(seen))  # Nothing repeated.
         # What both counts cover comes once; what only the old one covered, if read.
         assert set(order[: min(21, covered)]) <= set(seen) <= set(order[: max(21, covered)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 40),
+    COUNTS,
+    st.lists(COUNTS, min_size=2, max_size=4),
+    st.integers(0, 2**16),
+)
+def test_shards_that_drop_a_remainder_repeat_nothing_across_several_reshards(size, old, news, seed):
+    # A start clamped to a shorter shard's end keeps the watermark as a level: without
+    # it, 13 records on 2 -> 1 -> 5 -> 6 processes read records 10 and 11 twice.
+    def make(index, count):
+        return (
+            chute.MapDataset.range(size).shard(index, count, drop_remainder=True).to_iter_dataset()
+        )
+
+    chute.testing.assert_reshards(make, old, news, seed=seed, complete=False)
+
+
+def test_a_start_past_a_shorter_shard_keeps_what_was_consumed():
+    def make(index, count):
+        return chute.MapDataset.range(13).shard(index, count, drop_remainder=True).to_iter_dataset()
+
+    seen = []
+    olds = [iter(make(i, 2)) for i in range(2)]
+    for it in olds:
+        seen += itertools.islice(it, 4)
+    documents = [make_document(it, i, 2) for i, it in enumerate(olds)]
+    for count, stops in [(1, [5]), (5, [0, 0, 0, 5, 1]), (6, None)]:
+        news = [iter(make(k, count)) for k in range(count)]
+        for it, document in zip(news, reshard(documents, count), strict=True):
+            apply_document(it, json.loads(json.dumps(document)))
+        for it, stop in zip(news, stops or [None] * count, strict=True):
+            seen += itertools.islice(it, stop)
+        documents = [make_document(it, k, count) for k, it in enumerate(news)]
+    assert sorted(seen) == list(range(13))  # The 1-process run read 8 to 12; none twice.
 
 
 def test_a_frontier_of_another_shard_is_refused():

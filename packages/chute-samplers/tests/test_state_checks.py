@@ -151,3 +151,20 @@ def test_window_shuffle_checks_each_field(edit, match):
     _refuse(it, {**it.get_state(), **edit}, re.escape(match))
     restored = WindowShuffleIter(SequentialIter(range(10)), window_size=4, seed=0)
     assert [first, *it] == list(restored)
+
+
+def test_interleave_refuses_a_stream_it_would_also_open_anew():
+    inputs = [SequentialIter([1, 2]), SequentialIter([3, 4])]
+    it = InterleaveIter(inputs, cycle_length=2)
+    next(it)
+    pending = [[1, {"position": 0}]]  # Input 1 is not below next_input, nor skipped.
+    state = {"cursor": 0, "next_input": 0, "slots": [None, None], "pending": pending}
+    _refuse(it, state, re.escape("has input(s) [1] open, which it would also open anew"))
+
+
+def test_interleave_refuses_a_damaged_pending_stream_before_moving():
+    inputs = [lambda: SequentialIter([1, 2]), lambda: SequentialIter([3, 4])]
+    it = InterleaveIter(inputs, cycle_length=2)
+    next(it)
+    state = {"cursor": 0, "next_input": 2, "slots": [None, None], "pending": [[1, {"p": "x"}]]}
+    _refuse(it, state, "position")

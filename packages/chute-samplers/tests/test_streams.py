@@ -16,6 +16,7 @@ from chute_samplers import (
     ShuffleMap,
     WindowShuffleIter,
 )
+from chute_samplers._window_states import spans_pairs
 from chute_samplers.internal import Frontier
 from chute_sources import RangeSource
 from chute_testing import assert_resumes
@@ -194,6 +195,96 @@ def test_interleave_rejects_bad_arguments_and_states():
         it.set_state({"cursor": 2, "next_input": 0, "slots": [None, None]})
     with pytest.raises(InvalidStateError, match="malformed slot"):
         it.set_state({"cursor": 0, "next_input": 1, "slots": [{"input": 0}, None]})
+
+
+def test_interleave_skips_inputs_without_a_stream_and_keeps_their_numbers():
+    files = _files()
+    inputs = [None if f in (1, 3) else (lambda f=f: SequentialIter(files[f])) for f in range(6)]
+    it = InterleaveIter(inputs, 2)
+    kept = list(InterleaveIter([lambda f=f: SequentialIter(files[f]) for f in (0, 2, 4, 5)], 2))
+    assert list(it) == kept  # As if they were not there.
+    assert it.get_state()["next_input"] == 6
+    assert assert_resumes(lambda: InterleaveIter(inputs, 2), every=1) == kept
+    slot = {"input": 1, "state": {"position": 0}}
+    with pytest.raises(InvalidStateError, match=r"opens input\(s\) \[1\], which have no stream"):
+        it.set_state({"cursor": 0, "next_input": 2, "slots": [slot, None]})
+    with pytest.raises(ValueError, match="input 3 has no stream"):
+        it.input_start_state(3)
+
+
+class _NoOrigin:
+    """A checkpointable iterator whose elements have no origin."""
+
+    def __init__(self, items):
+        self._items, self._at = list(items), 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._at == len(self._items):
+            raise StopIteration
+        self._at += 1
+        return self._items[self._at - 1]
+
+    def get_state(self):
+        return {"at": self._at}
+
+    def set_state(self, state):
+        self._at = state["at"]
+
+
+def test_an_interleave_leaves_out_the_elements_its_state_says_to_skip():
+    it = _interleave(2)
+    # Input 3 (file 3: 300..303) without its positions 0 and 2, input 5 without 4.
+    skips = [[3, [0, 2, "BQ=="]], [5, [4, 1]]]
+    it.set_state({"cursor": 0, "next_input": 0, "slots": [None, None], "skips": skips})
+    assert it.get_state()["skips"] == skips
+    everything = list(_interleave(2))
+    out = list(it)  # A skipped element's turn goes to the stream's next one.
+    assert sorted(out) == sorted(x for x in everything if x not in (300, 302, 504))
+    assert "skips" not in it.get_state()  # Passed, then forgotten.
+
+    def make():
+        fresh = _interleave(2)
+        fresh.set_state({"cursor": 0, "next_input": 0, "slots": [None, None], "skips": skips})
+        return fresh
+
+    assert assert_resumes(make, every=1) == out
+
+
+def test_an_interleave_refuses_skips_it_cannot_apply():
+    it = _interleave(2)
+    base = {"cursor": 0, "next_input": 0, "slots": [None, None]}
+    with pytest.raises(InvalidStateError, match="positions by input"):
+        it.set_state({**base, "skips": [[3, [0, 1]], [3, [2, 1]]]})  # Input 3 twice.
+    with pytest.raises(InvalidStateError, match="past the last of the 6 inputs"):
+        it.set_state({**base, "skips": [[6, [0, 1]]]})
+    no_origins = InterleaveIter([lambda: _NoOrigin([1, 2])], 1)
+    no_origins.set_state({"cursor": 0, "next_input": 0, "slots": [None], "skips": [[0, [0, 1]]]})
+    with pytest.raises(InvalidStateError, match="have no one-int origin"):
+        next(no_origins)
+
+
+def test_a_window_over_an_interleave_names_what_it_yielded_by_input():
+    it = WindowShuffleIter(_interleave(2), window_size=4, seed=1)
+    head = [next(it), next(it)]
+    state = it.get_state()
+    named = spans_pairs(state["yielded"], "state")
+    assert {(k, int(p)) for k, ps in named.items() for p in ps} == {
+        (x // 100, x % 100) for x in head
+    }
+    assert "span" not in state
+    again = WindowShuffleIter(_interleave(2), window_size=4, seed=1)
+    again.set_state(state)
+    assert again.get_state() == state  # Before the window is read again.
+    assert head + list(again) == list(WindowShuffleIter(_interleave(2), window_size=4, seed=1))
+    other = WindowShuffleIter(_interleave(2), window_size=4, seed=2)  # Another permutation.
+    other.set_state(state)
+    with pytest.raises(InvalidStateError, match="reading it again gives"):
+        next(other)
+    with pytest.raises(InvalidStateError, match="count <= 2"):
+        other.set_state({**state, "yielded": [[0, [0, 5]]]})  # More than the offset.
 
 
 def _resharded():

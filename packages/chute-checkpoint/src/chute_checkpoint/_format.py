@@ -414,8 +414,10 @@ def _hint(
     if _older_interleave(document["pipeline"], current):
         return [
             "the checkpoint lists the interleave's inputs one by one, as chute did before "
-            "an interleave over a MapDataset was described by that dataset's stages; its "
-            "state is the same: pass check_pipeline=False to restore it"
+            "an interleave over a sharded MapDataset was described by that dataset's "
+            "stages; if this iterator reads the same streams in the same order (and no "
+            "filter drops any of them), its state is the same: pass check_pipeline=False "
+            "to restore it"
         ]
     changeable = {
         name for traits in _declared_traits(document) for name in traits.changeable

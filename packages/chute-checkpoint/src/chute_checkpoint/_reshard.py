@@ -78,7 +78,7 @@ from ._reshard_stages import (
     shard_stage,
     traits_of,
 )
-from ._reshard_streams import assign_opened, opened_ahead
+from ._reshard_streams import assign_opened, opened_ahead, skips_ahead
 from ._reshard_windows import merge_taken, taken_ahead
 
 __all__ = ["reshard", "reshard_for"]
@@ -105,6 +105,8 @@ class _Plan:
     taken: tuple[int, ...] = ()  # Global positions above it consumed one by one.
     # An interleave's streams left open: (global position, the stream's state).
     opened: tuple[tuple[int, Any], ...] = ()
+    skips: tuple[tuple[int, tuple[int, ...]], ...] = ()  # Its streams' elements delivered.
+    opens: bool = False  # Whether an interleave opens the shard's positions as streams.
     epoch: int = 0  # Records per epoch of a sampler's per-epoch stride (0: the stream's).
     olds: tuple[Any, ...] = ()  # The states by shard (with levels).
 
@@ -310,12 +312,20 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
     if unit == 1:
         states = [doc["state"] for doc in ordered]
         stages = first["pipeline"]["stages"][at + 1 :]
-        taken = taken_ahead(states, positions, count, stages, "the state of shard")
+        opens = any(traits_of(item).opens for item in stages)  # Windows name streams' elements.
+        taken = () if opens else taken_ahead(states, positions, count, stages, "the state of shard")
         plan = _elastic_plan(first, at, positions, frontiers, chunk_size, taken, epoch)
         delivered = delivered_ahead(states, positions, count, "the state of shard", epoch)
         olds, opened = tuple(states), opened_ahead(states, count)
+        skips = skips_ahead(states, count, stages) if opens else ()
         return dataclasses.replace(
-            plan, failures=failures, delivered=delivered, olds=olds, opened=opened
+            plan,
+            failures=failures,
+            delivered=delivered,
+            olds=olds,
+            opened=opened,
+            skips=skips,
+            opens=opens,
         )
     if len(set(positions)) != 1 or any(frontiers):
         raise ReshardError(
@@ -411,8 +421,10 @@ def _continued(
     """Shard `shard_index` of `shard_count`, from the watermark on, skipping the frontier."""
     assert plan.shard_at is not None and plan.levels is not None
     stage = document["pipeline"]["stages"][plan.shard_at]
-    same = plan.count == shard_count and drops_remainder(stage, shard_count)
-    if not same:  # The same count (replicas of a mesh) keeps each shard's own state.
+    # The same count (replicas of a mesh) keeps each shard's own state: with a remainder
+    # dropped, the same one; an interleave keeps its open streams where they are.
+    same = plan.count == shard_count and (plan.opens or drops_remainder(stage, shard_count))
+    if not same:
         check_divisible(stage, plan.count, shard_count)
     set_shard(stage, shard_index, shard_count)
     document["fingerprint"] = fingerprint(document["pipeline"])
@@ -423,13 +435,18 @@ def _continued(
     start = first_position(plan.watermark, shard_index, shard_count, epoch)
     taken = tuple(g for g in plan.taken if residue(g, shard_count, epoch) == shard_index)
     frontier = Frontier(shard_index, shard_count, plan.levels, taken, epoch).after(start)
-    if frontier is None and stage["params"].get("drop_remainder") is True:
+    if stage["params"].get("drop_remainder") is True:
         # Shards of another count drop another remainder, so `start` may lie past this
-        # shard's end: a reader clamps the position of a state with a frontier.
-        frontier = Frontier(shard_index, shard_count, (), (), epoch)
+        # shard's end: a reader clamps the position of a state with a frontier. The
+        # clamped position says less than the watermark, so a level of it stays.
+        levels = () if frontier is None else frontier.levels
+        if plan.watermark:
+            levels = (*levels, (1, (plan.watermark,)))
+        taken = () if frontier is None else frontier.taken
+        frontier = Frontier(shard_index, shard_count, levels, taken, epoch)
     document["state"] = _moved(document["state"], start, plan, shard_count, frontier)
     assign_skips(document["state"], plan.delivered, shard_index, shard_count, epoch)
-    assign_opened(document["state"], plan.opened, shard_index, shard_count)
+    assign_opened(document["state"], plan.opened, shard_index, shard_count, plan.skips)
     share_failures(document["state"], plan.failures, shard_index, shard_count)
     return document
 

@@ -152,10 +152,12 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
         if numbered is None and _numbers(item, traits):
             numbered = number
         plain = streaming and unit == 1 and not grouped  # Elements are still positions.
-        if opened is not None and (traits.splits or traits.holds or traits.merges):
+        if opened is not None and (traits.splits or traits.merges):
             raise ReshardError(_after_opened(stages, opened, number))
         if traits.opens and not streaming and unit == 1 and not grouped:
             opened = number  # Its open streams continue elsewhere; see `_reshard_streams`.
+            if stages[shard_at]["params"].get("drop_remainder") is True:
+                raise ReshardError(_files_dropped(stages, shard_at, number))
         elif traits.splits and plain and split is None:
             split = number  # Its element goes back to be read; see `_reshard_splits`.
         elif traits.holds and plain and split is None and held is None:
@@ -194,11 +196,20 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
 def _after_opened(stages: list[dict[str, Any]], opened: int, number: int) -> str:
     op, interleave = stages[number]["op"], stages[opened]["op"]
     return (
-        f"stage {number} ({op}) holds or splits the elements of the {interleave} of stage "
+        f"stage {number} ({op}) splits or packs the elements of the {interleave} of stage "
         f"{opened}, which are not positions of the shard but elements of the streams it "
-        f"opened, so what {op} holds cannot be named for another process count; apply "
-        f"{op}(...) inside each stream (before the {interleave}), or restore with the same "
-        "process count."
+        f"opened, so an element it stopped inside cannot be named for another process "
+        f"count; apply {op}(...) inside each stream (before the {interleave}), or restore "
+        "with the same process count."
+    )
+
+
+def _files_dropped(stages: list[dict[str, Any]], shard_at: int, opened: int) -> str:
+    return (
+        f"the {stages[opened]['op']} of stage {opened} reads the shard of stage {shard_at}, "
+        "taken with drop_remainder=True: another process count drops other positions, so "
+        "a stream a process left open may be dropped; shard without drop_remainder, or "
+        "restore with the same process count."
     )
 
 
@@ -244,10 +255,15 @@ def _numbers(item: Mapping[str, Any], traits: StageTraits) -> bool:
 def _continues_elements(item: Mapping[str, Any], traits: StageTraits) -> bool:
     """Whether the stage continues elsewhere an element a process stopped inside.
 
-    A split (flat map, unbatch, rebatch), or a packer that cuts elements between rows
-    (`method="concat_split"`); other packers put back whole elements, as a window does.
+    A split (flat map, unbatch, rebatch), an interleave (a stream left open goes on from
+    its state), or a packer that cuts elements between rows (`method="concat_split"`);
+    other packers put back whole elements, as a window does.
     """
-    return traits.splits or (traits.merges and item["params"].get("method") == "concat_split")
+    return (
+        traits.splits
+        or traits.opens
+        or (traits.merges and item["params"].get("method") == "concat_split")
+    )
 
 
 def _renumbered(stages: list[dict[str, Any]], numbered: int, number: int) -> str:

@@ -11,9 +11,16 @@ state, to the new process whose shard holds its position, which continues it (as
 `pending`) before opening any position of its own. So every element of every stream
 comes once.
 
+A window shuffle after the interleave counts as stopped at its window's start (its
+state holds the interleave's state there), so the window goes back to be read; the
+elements it already yielded are named by their stream and position in it (`yielded`),
+and go, by stream, to the new owner of the stream, which leaves them out when it reads
+it (the interleave's `skips`).
+
 What a state keeps stays bounded: the open streams of every old process, at most
-`cycle_length` each, and what was still pending from an earlier reshard; a pending
-stream goes once its new owner opens it.
+`cycle_length` each, what was still pending from an earlier reshard, and at most a
+window of positions to skip per old process; a pending stream goes once its new owner
+opens it, a position to skip once it is read.
 
 Example:
     >>> olds = [{"cursor": 0, "next_input": 2, "slots": [{"input": 1, "state": {"p": 3}}]},
@@ -28,29 +35,48 @@ Example:
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from chute_samplers.internal import OPEN_STREAMS, residue, shard_global, shard_locals
+from chute_core import InvalidStateError
+from chute_samplers.internal import (
+    OPEN_STREAMS,
+    WINDOW_STATES,
+    residue,
+    shard_global,
+    shard_locals,
+)
 
 from ._errors import ReshardError
+from ._reshard_stages import traits_of
 from ._reshard_windows import inner_state
 
-__all__ = ["assign_opened", "opened_ahead"]
+__all__ = ["assign_opened", "opened_ahead", "skips_ahead"]
 
 
-def _interleave_state(state: Any) -> dict[str, Any] | None:
-    """The interleave's state inside `state` (walking parents' states), if any."""
+def _found(state: Any, wanted: Callable[[dict[str, Any]], bool]) -> Any:
+    """The first state inside `state` (walking parents' states) that is `wanted`, if any."""
     while isinstance(state, dict):
-        if OPEN_STREAMS.is_state(state):
+        if wanted(state):
             return state
         try:
             state = inner_state(state)
         except ValueError:
             return None
     return None
+
+
+def _interleave_state(state: Any) -> dict[str, Any] | None:
+    """The interleave's state inside `state`, if any."""
+    found: dict[str, Any] | None = _found(state, OPEN_STREAMS.is_state)
+    return found
+
+
+def _window_state(state: Any) -> Any:
+    """The window shuffle's state inside `state`, if any."""
+    return _found(state, lambda inner: WINDOW_STATES.inner(inner) is not None)
 
 
 def opened_ahead(
@@ -80,15 +106,67 @@ def opened_ahead(
     return tuple(sorted(found.items(), key=lambda entry: entry[0]))
 
 
-def assign_opened(state: Any, opened: Sequence[tuple[int, Any]], shard: int, count: int) -> Any:
-    """`state` (shard `shard` of `count`'s) continuing the open streams its shard holds."""
+def skips_ahead(
+    states: Sequence[Any],
+    count: int,
+    stages: Sequence[Mapping[str, Any]],
+    where: str = "the state of shard",
+) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """`(global position, positions)`: the elements of streams delivered, by stream.
+
+    Those a window shuffle after the interleave yielded of its window, and those an
+    earlier reshard said to skip that were not read yet.
+
+    Raises:
+        ReshardError: a damaged state, or a window that does not name what it yielded.
+    """
+    params: Mapping[str, Any] = next(
+        (item["params"] for item in stages if traits_of(item).holds), {}
+    )
+    found: dict[int, set[int]] = {}
+    for shard, state in enumerate(states):
+        interleave = _interleave_state(state)
+        if interleave is None:
+            continue
+        try:
+            by_input = OPEN_STREAMS.skipped(interleave)
+            window = _window_state(state)
+            if window is not None:
+                for local, yielded in WINDOW_STATES.yielded(window, params).items():
+                    by_input.setdefault(local, []).extend(yielded.tolist())
+        except (ValueError, InvalidStateError) as error:
+            raise ReshardError(f"{where} {shard}: {error}") from None
+        for local, positions in by_input.items():
+            found.setdefault(shard_global(local, shard, count), set()).update(positions)
+    return tuple((g, tuple(sorted(found[g]))) for g in sorted(found))
+
+
+def assign_opened(
+    state: Any,
+    opened: Sequence[tuple[int, Any]],
+    shard: int,
+    count: int,
+    skips: Sequence[tuple[int, Sequence[int]]] = (),
+) -> Any:
+    """`state` (shard `shard` of `count`'s) continuing the open streams its shard holds.
+
+    And leaving out of its streams the elements `skips` names (by global position).
+    """
     interleave = _interleave_state(state)
     if interleave is None:
         return state
-    mine = [(g, inner) for g, inner in opened if residue(g, count, 0) == shard]
-    if mine:
-        locals_ = shard_locals(np.array([g for g, _ in mine], np.int64), shard, count, 0)
-        pending = [(int(p), inner) for p, (_, inner) in zip(locals_, mine, strict=True)]
-        written = OPEN_STREAMS.write(interleave, OPEN_STREAMS.position(interleave), pending)
-        interleave.update(written)
+    pending = _mine(opened, shard, count)
+    skipped = dict(_mine(skips, shard, count))
+    if pending or skipped:
+        position = OPEN_STREAMS.position(interleave)
+        interleave.update(OPEN_STREAMS.write(interleave, position, pending, skipped))
     return state
+
+
+def _mine(entries: Sequence[tuple[int, Any]], shard: int, count: int) -> list[tuple[int, Any]]:
+    """The entries of shard `shard` of `count`, by the shard's own position."""
+    mine = [(g, value) for g, value in entries if residue(g, count, 0) == shard]
+    if not mine:
+        return []
+    locals_ = shard_locals(np.array([g for g, _ in mine], np.int64), shard, count, 0)
+    return [(int(p), value) for p, (_, value) in zip(locals_, mine, strict=True)]

@@ -16,15 +16,16 @@ from chute_core import (
 from chute_core.internal import check_int, check_sequence, state_dict, state_int
 
 from ._frontier import FRONTIER, Frontier
-from ._interleave_states import PENDING
+from ._interleave_states import PENDING, SKIPS
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
+from ._window_states import positions_span, spans_pairs
 
 __all__ = ["INTERLEAVE", "InterleaveIter"]
 
 T = TypeVar("T")
 
-Input: TypeAlias = "CheckpointableIterator[T] | Callable[[], CheckpointableIterator[T]]"
+Input: TypeAlias = "CheckpointableIterator[T] | Callable[[], CheckpointableIterator[T]] | None"
 
 
 class InterleaveIter(IterNode[T]):
@@ -38,19 +39,24 @@ class InterleaveIter(IterNode[T]):
     Inputs are zero-argument factories (called when the input is opened or restored,
     so only open streams exist) or iterators (rewound to the state they had when
     passed in when they are opened). The state lists the open inputs with their states,
-    the next slot and the next input to open: its size is O(cycle_length). The `origin`
+    the next slot and the next input to open: its size is O(cycle_length) (resharded,
+    see below, O(cycle_length * the largest process count)). The `origin`
     of an element is `(input number,) + <its origin in that input>` (None if the input
     gives none).
 
     Resharded to another process count (`chute_checkpoint.reshard`), a state may also
     list streams other processes left open (`pending`: opened, each at its saved state,
     before any new input) and the inputs from `next_input` on that they opened
-    (`frontier`, a `Frontier` over the inputs' positions in the shard), which are skipped.
-    Both stay bounded: a pending stream goes once it is opened, and the frontier once
-    `next_input` passes it.
+    (`frontier`, a `Frontier` over the inputs' positions in the shard), which are skipped,
+    and, by input, the positions of its elements another process delivered (`skips`:
+    what a window shuffle after the interleave had yielded), which are left out. All stay
+    bounded: a pending stream goes once it is opened, the frontier once `next_input`
+    passes it, and an input's skips once they are passed or the input ends.
 
     Args:
-        inputs: factories of checkpointable iterators, or the iterators themselves.
+        inputs: factories of checkpointable iterators, or the iterators themselves;
+            None at a position with no stream (a file a filter dropped), which is
+            skipped without taking a turn, so positions keep their numbers.
         cycle_length: the number of streams open at once (>= 1).
 
     Example:
@@ -69,6 +75,8 @@ class InterleaveIter(IterNode[T]):
         self._inputs = tuple(inputs)
         self._initial: dict[int, IteratorState] = {}
         for number, item in enumerate(self._inputs):
+            if item is None:
+                continue  # A position with no stream (a filter dropped it): skipped.
             if hasattr(item, "__next__"):
                 check_iterator(item, "InterleaveIter", f"inputs[{number}]")
                 self._initial[number] = item.get_state()  # type: ignore[union-attr]
@@ -82,8 +90,10 @@ class InterleaveIter(IterNode[T]):
         ] * self._cycle_length
         self._cursor = 0
         self._next_input = 0
-        self._pending: list[tuple[int, IteratorState]] = []  # Streams left open elsewhere.
+        # Streams left open by other processes, opened at their states (kept to save).
+        self._pending: list[tuple[int, CheckpointableIterator[T], IteratorState]] = []
         self._frontier: Frontier | None = None  # Inputs other processes opened.
+        self._skips: dict[int, set[int]] = {}  # By input: positions others delivered.
         self._last: tuple[int, CheckpointableIterator[T]] | None = None  # Slot last read.
 
     @property
@@ -101,7 +111,7 @@ class InterleaveIter(IterNode[T]):
             iterator: CheckpointableIterator[T] = item  # type: ignore[assignment]
             iterator.set_state(self._initial[number] if state is None else state)
             return iterator
-        made = item()  # type: ignore[operator]
+        made = item()  # type: ignore[operator, misc]
         check_iterator(made, "InterleaveIter", f"inputs[{number}]()")
         if state is not None:
             made.set_state(state)
@@ -125,7 +135,11 @@ class InterleaveIter(IterNode[T]):
             )
         if number in self._initial:
             return self._initial[number]
-        made = self._inputs[number]()  # type: ignore[operator]
+        if self._inputs[number] is None:
+            raise ValueError(
+                f"InterleaveIter.input_start_state: input {number} has no stream (None)."
+            )
+        made = self._inputs[number]()  # type: ignore[operator, misc]
         check_iterator(made, "InterleaveIter", f"inputs[{number}]()")
         state: IteratorState = made.get_state()
         close = getattr(made, "close", None)
@@ -140,13 +154,14 @@ class InterleaveIter(IterNode[T]):
             slot = self._slots[self._cursor]
             if slot is None:
                 if self._pending:
-                    number, state = self._pending.pop(0)
-                    self._slots[self._cursor] = (number, self._open(number, state))
+                    number, stream, _ = self._pending.pop(0)
+                    self._slots[self._cursor] = (number, stream)
                 elif self._next_input < len(self._inputs):
                     number = self._next_input
-                    self._slots[self._cursor] = (number, self._open(number, None))
                     self._next_input += 1
                     self._skip_opened()
+                    if self._inputs[number] is not None:  # Else no stream: the next one.
+                        self._slots[self._cursor] = (number, self._open(number, None))
                 else:
                     self._cursor = (self._cursor + 1) % self._cycle_length
                 continue
@@ -154,11 +169,32 @@ class InterleaveIter(IterNode[T]):
                 element = next(slot[1])
             except StopIteration:  # The slot is refilled when the turn comes back to it.
                 self._slots[self._cursor] = None
+                self._skips.pop(slot[0], None)
                 self._cursor = (self._cursor + 1) % self._cycle_length
                 continue
+            if slot[0] in self._skips and self._skipped(slot):
+                continue  # Delivered by another process before a reshard: the next one.
             self._cursor = (self._cursor + 1) % self._cycle_length
             self._last = slot
             return element
+
+    def _skipped(self, slot: tuple[int, CheckpointableIterator[T]]) -> bool:
+        """Whether the element just read from `slot` is one to skip (and forgets it)."""
+        number, stream = slot
+        origin = getattr(stream, "origin", None)
+        if origin is None or len(origin) != 1:
+            raise InvalidStateError(
+                f"{self!r}: the state says which positions of input {number} to skip, but "
+                f"its elements have no one-int origin (got {origin!r}); the state belongs to "
+                "another pipeline."
+            )
+        skips = self._skips[number]
+        if origin[0] not in skips:
+            return False
+        skips.discard(origin[0])
+        if not skips:
+            del self._skips[number]
+        return True
 
     def _skip_opened(self) -> None:
         """Moves `next_input` past the inputs the frontier says other processes opened."""
@@ -183,13 +219,17 @@ class InterleaveIter(IterNode[T]):
             "slots": slots,
         }
         if self._pending:
-            state[PENDING] = [[number, inner] for number, inner in self._pending]
+            state[PENDING] = [[number, inner] for number, _, inner in self._pending]
         if self._frontier is not None:
             state[FRONTIER] = self._frontier.to_json()
+        if self._skips:
+            state[SKIPS] = [[n, positions_span(sorted(p))] for n, p in sorted(self._skips.items())]
         return state
 
     def set_state(self, state: IteratorState, /) -> None:
-        checked = state_dict(self, state, ("cursor", "next_input", "slots"), (PENDING, FRONTIER))
+        checked = state_dict(
+            self, state, ("cursor", "next_input", "slots"), (PENDING, FRONTIER, SKIPS)
+        )
         cursor = state_int(self, checked, "cursor", maximum=self._cycle_length - 1)
         frontier = self._read_frontier(checked)
         if frontier is not None and isinstance(checked["next_input"], int):
@@ -222,20 +262,49 @@ class InterleaveIter(IterNode[T]):
                 f"{sorted({n for n in numbers if numbers.count(n) > 1})} more than once; each "
                 "input is read in one slot at most."
             )
+        skips = spans_pairs(checked.get(SKIPS, []), repr(self))
+        if any(n >= len(self._inputs) for n in skips):
+            raise InvalidStateError(
+                f"{self!r}: state['skips'] names input(s) {sorted(skips)}, past the last of "
+                f"the {len(self._inputs)} inputs."
+            )
+        absent = sorted(n for n in {*numbers, *skips} if self._inputs[n] is None)
+        if absent:
+            raise InvalidStateError(
+                f"{self!r}: the state opens input(s) {absent}, which have no stream (None)."
+            )
+        ahead = sorted(n for n in numbers if not self._was_opened(n, next_input, frontier))
+        if ahead:
+            raise InvalidStateError(
+                f"{self!r}: the state has input(s) {ahead} open, which it would also open "
+                f"anew (they are not below next_input {next_input}, nor opened elsewhere "
+                "by its frontier); the state is damaged."
+            )
         # Inputs given as iterators are shared with the caller: set back if one refuses.
         shared = {n: self._inputs[n].get_state() for n in numbers if n in self._initial}  # type: ignore[union-attr]
         restored: list[tuple[int, CheckpointableIterator[T]] | None] = []
+        opened: list[tuple[int, CheckpointableIterator[T], IteratorState]] = []
         try:
             for item in wanted:
                 restored.append(None if item is None else (item[0], self._open(*item)))
+            for number, inner in pending:  # Opened now: a damaged state moves nothing.
+                opened.append((number, self._open(number, inner), inner))
         except BaseException:
             for number, previous in shared.items():
                 self._inputs[number].set_state(previous)  # type: ignore[union-attr]
             raise
         self._slots, self._cursor, self._next_input = restored, cursor, next_input
-        self._pending, self._frontier = pending, frontier
+        self._pending, self._frontier = opened, frontier
+        self._skips = {n: set(p.tolist()) for n, p in skips.items()}
         self._skip_opened()
         self._last = None
+
+    @staticmethod
+    def _was_opened(number: int, next_input: int, frontier: Frontier | None) -> bool:
+        """Whether input `number` was opened: below `next_input`, or elsewhere."""
+        if number < next_input:
+            return True
+        return frontier is not None and not frontier.keeps(frontier.global_position(number))
 
     def _read_frontier(self, state: IteratorState) -> Frontier | None:
         if FRONTIER not in state:

@@ -6,8 +6,11 @@ and the ones still open are in the slots, each with its stream's state. Once res
 the state may also hold `"pending"`, `[[position, stream state], ...]`: streams another
 process left open, which this one continues (it opens them before any new position),
 and a `chute_samplers.Frontier` (`"frontier"`) naming the positions from `k` on that
-other processes opened, which it skips. `OPEN_STREAMS` reads the positions opened in
-part and writes the state of a process that starts at another position.
+other processes opened, which it skips, and (`"skips"`: `[[position, span], ...]`) the
+elements of some streams that other processes delivered (a window shuffle after the
+interleave had yielded them), which it leaves out. `OPEN_STREAMS` reads the positions
+opened in part and the elements to skip, and writes the state of a process that
+starts at another position.
 """
 
 from __future__ import annotations
@@ -15,15 +18,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._frontier import FRONTIER
+from chute_core import InvalidStateError
 
-__all__ = ["OPEN_STREAMS", "PENDING", "OpenStreams"]
+from ._frontier import FRONTIER
+from ._window_states import positions_span, spans_pairs
+
+__all__ = ["OPEN_STREAMS", "PENDING", "SKIPS", "OpenStreams"]
 
 PENDING = "pending"
 """The key of the streams a resharded interleave continues before opening new ones."""
 
+SKIPS = "skips"
+"""The key of the positions, by input, of elements other processes delivered."""
+
 _KEYS = frozenset({"cursor", "next_input", "slots"})
-_OPTIONAL = frozenset({PENDING, FRONTIER})
+_OPTIONAL = frozenset({PENDING, FRONTIER, SKIPS})
 
 
 class OpenStreams:
@@ -95,10 +104,29 @@ class OpenStreams:
             found[number] = inner
         return found
 
+    def skipped(self, state: Mapping[str, Any]) -> dict[int, list[int]]:
+        """The positions to skip by input (`skips`), as the state lists them.
+
+        Raises:
+            ValueError: they are damaged.
+        """
+        try:
+            found = spans_pairs(state.get(SKIPS, []), "an interleave")
+        except InvalidStateError as error:
+            raise ValueError(str(error)) from None
+        return {number: positions.tolist() for number, positions in found.items()}
+
     def write(
-        self, state: Mapping[str, Any], position: int, pending: Sequence[tuple[int, Any]]
+        self,
+        state: Mapping[str, Any],
+        position: int,
+        pending: Sequence[tuple[int, Any]],
+        skips: Mapping[int, Sequence[int]] | None = None,
     ) -> dict[str, Any]:
-        """`state`'s interleave at `position` with no stream open, continuing `pending` first."""
+        """`state`'s interleave at `position` with no stream open, continuing `pending` first.
+
+        `skips`: by input, the positions of its elements to leave out.
+        """
         written: dict[str, Any] = {
             "cursor": 0,
             "next_input": position,
@@ -106,6 +134,10 @@ class OpenStreams:
         }
         if pending:
             written[PENDING] = [[number, inner] for number, inner in sorted(pending, key=_first)]
+        if skips:
+            written[SKIPS] = [
+                [number, positions_span(sorted(skips[number]))] for number in sorted(skips)
+            ]
         return written
 
 

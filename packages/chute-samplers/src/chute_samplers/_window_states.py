@@ -10,6 +10,12 @@ parent's one-int origins of its elements, in the order they were read):
   `mask` (base64 of the bits over `first, first + 1, ...`, little-endian bit order),
   when a filter before the shuffle left gaps.
 
+When the elements come from an interleave of streams, their origins are two ints (the
+stream's input and the element's position in it) and no `span` is written; the state
+names instead the elements yielded (`yielded`: `[[input, span], ...]`, a `span` of
+positions per input, ascending inputs), which resharding hands to the interleave's new
+owners to skip (`chute_samplers.internal.OPEN_STREAMS`).
+
 Resharded, the process's position is its parent's at the window's start, so the window
 goes back to be read; the elements it already yielded, the first `offset` of the
 window's permutation (`WINDOW_STATES.taken`), are skipped by whichever new process
@@ -41,8 +47,10 @@ __all__ = [
     "MAX_SPAN_BITS",
     "WINDOW_STATES",
     "WindowStates",
+    "input_spans",
     "positions_span",
     "span_positions",
+    "spans_pairs",
     "window_span",
 ]
 
@@ -50,7 +58,8 @@ MAX_SPAN_BITS = 1 << 24
 """The most positions a `span`'s bitmask may cover (a bound on untrusted input)."""
 
 _START, _WINDOW, _OFFSET, _SPAN = "window_start", "window", "offset", "span"
-_KEYS = {_START, _WINDOW, _OFFSET, _SPAN}
+_YIELDED = "yielded"
+_KEYS = {_START, _WINDOW, _OFFSET, _SPAN, _YIELDED}
 
 
 def window_span(origins: Sequence[tuple[int, ...] | None]) -> list[Any] | None:
@@ -61,6 +70,57 @@ def window_span(origins: Sequence[tuple[int, ...] | None]) -> list[Any] | None:
             return None
         positions.append(origin[0])
     return positions_span(positions)
+
+
+def input_spans(origins: Sequence[tuple[int, ...] | None]) -> list[Any] | None:
+    """Two-int origins `(input, position)` as `[[input, span], ...]` (None: other origins).
+
+    In any order; an origin named twice is named once.
+
+    Example:
+        >>> input_spans([(3, 1), (1, 4), (3, 0)])
+        [[1, [4, 1]], [3, [0, 2]]]
+    """
+    by_input: dict[int, list[int]] = {}
+    for origin in origins:
+        if origin is None or len(origin) != 2:
+            return None
+        by_input.setdefault(origin[0], []).append(origin[1])
+    spans: list[Any] = []
+    for number in sorted(by_input):
+        span = positions_span(sorted(set(by_input[number])))
+        if span is None:
+            return None
+        spans.append([number, span])
+    return spans
+
+
+def spans_pairs(spans: object, owner: str, limit: int = MAX_SPAN_BITS) -> dict[int, np.ndarray]:
+    """What `input_spans` wrote: the positions of each input; `InvalidStateError` if damaged.
+
+    `limit`: the most positions they may name in all.
+
+    Example:
+        >>> spans_pairs([[1, [4, 1]], [3, [0, 2]]], "state")
+        {1: array([4]), 3: array([0, 1])}
+    """
+    found: dict[int, np.ndarray] = {}
+    if isinstance(spans, list):
+        left = limit
+        for entry in spans:
+            if not (isinstance(entry, list) and len(entry) == 2 and type(entry[0]) is int):
+                break
+            if entry[0] < 0 or entry[0] in found:
+                break
+            positions = span_positions(entry[1], owner, left)
+            left -= len(positions)
+            found[entry[0]] = positions
+        else:
+            return found
+    raise InvalidStateError(
+        f"{owner}: the positions by input are [[input, span], ...] (each input an int >= 0 "
+        f"once, each span as `span_positions` reads), got {spans!r:.200}."
+    )
 
 
 def positions_span(positions: Sequence[int]) -> list[Any] | None:
@@ -142,6 +202,35 @@ class WindowStates:
         """A fresh window from `inner` on (the old window goes back to be read)."""
         del scale  # The window's number only seeds its permutation.
         return {_START: inner, _WINDOW: state[_WINDOW], _OFFSET: 0}
+
+    def yielded(self, state: Mapping[str, Any], params: Mapping[str, Any]) -> dict[int, np.ndarray]:
+        """Of a window over an interleave: the positions yielded, by the parent's input.
+
+        Raises:
+            InvalidStateError: a damaged state, or elements yielded from a window whose
+                elements the state does not name.
+        """
+        offset = state.get(_OFFSET)
+        if type(offset) is not int or offset < 0:
+            raise InvalidStateError(
+                f"a window shuffle's offset is an int >= 0, got {offset!r:.40}."
+            )
+        if not offset:
+            return {}
+        if _YIELDED not in state:
+            raise InvalidStateError(
+                f"the window shuffle stopped inside a window ({offset} elements yielded) over "
+                "an interleave, whose elements its state does not name ('yielded'): they "
+                "have no (input, position) origins; save again at a window boundary."
+            )
+        found = spans_pairs(state[_YIELDED], "a window shuffle", offset)
+        if sum(len(p) for p in found.values()) != offset:
+            raise InvalidStateError(
+                f"the window shuffle's state names {sum(len(p) for p in found.values())} "
+                f"elements yielded, but its offset is {offset}."
+            )
+        del params
+        return found
 
     def taken(self, state: Mapping[str, Any], params: Mapping[str, Any]) -> list[int]:
         """The parent's positions of the window's elements already yielded, ascending.

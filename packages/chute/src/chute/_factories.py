@@ -296,7 +296,7 @@ class InterleaveFactory:
 
     def __init__(
         self,
-        parents: Sequence[Factory],
+        parents: Sequence[Factory | None],
         cycle_length: int,
         stage: Stage,
         before: tuple[Stage, ...] = (),

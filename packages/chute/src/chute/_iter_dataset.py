@@ -40,7 +40,6 @@ from ._args import check_int
 from ._factories import (
     EmptyIterator,
     Factory,
-    InterleaveFactory,
     MixFactory,
     MultiprocessFactory,
     OpFactory,
@@ -50,7 +49,7 @@ from ._factories import (
 )
 from ._fluent_op import fluent_op
 from ._iter_execute import ExecuteOps
-from ._iter_inputs import factory_of, join_factory, listed, source_factory
+from ._iter_inputs import factory_of, interleave_factory, join_factory, listed, source_factory
 from ._iter_order import OrderOps
 from ._pack_options import PackMethod, pack_arguments, with_bos
 from ._pipeline import Stage, stage
@@ -432,9 +431,9 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
         callables making iterators (e.g. one `functools.partial(ParquetStream, path)`
         per file): the hierarchical shuffle of the guides is
         `IterDataset.interleave(files.map(make_stream), cycle_length).window_shuffle(...)`.
-        A `MapDataset`'s stages come before the interleave in the pipeline's
-        description, so one whose files are sharded (`files.shard(i, n).map(...)`)
-        continues on another number of processes (see the resharding guide).
+        A `MapDataset` whose files are sharded (`files.shard(i, n).map(...)`) is
+        described by its stages, before the interleave's, so the pipeline continues on
+        another number of processes (see the resharding guide).
 
         Example:
             >>> import chute
@@ -442,16 +441,7 @@ class IterDataset(ExecuteOps[T], OrderOps[T]):
             >>> "".join(IterDataset.interleave(parts, cycle_length=2))
             'ababcc'
         """
-        parts = list(datasets)  # Read once: a MapDataset of streams makes them anew.
-        factories = [factory_of(d) for d in parts]
-        cycle_length = check_int(cycle_length, "cycle_length", "IterDataset.interleave", minimum=1)
-        listing = getattr(datasets, "to_iter_dataset", None) and getattr(datasets, "_stages", ())
-        before = tuple(listing or ())  # A MapDataset's stages; a list has none.
-        # A MapDataset's stages describe its streams (the same on every process but for
-        # the shard index), so they are not listed one by one.
-        inputs = () if before else tuple(f.stages for f in factories)
-        item = Stage("interleave", (("cycle_length", repr(cycle_length)),), inputs)
-        factory = InterleaveFactory(factories, cycle_length, item, before)
+        factory, parts = interleave_factory(datasets, cycle_length)
         return made(cls._family(factory), *parts)
 
     @classmethod

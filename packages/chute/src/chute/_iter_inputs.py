@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from chute_core import CheckpointableIterator
+from chute_core import DROPPED, CheckpointableIterator, StageTraits
 
-from ._factories import Factory, JoinFactory, SourceFactory
-from ._pipeline import Stage, stage
+from ._args import check_int
+from ._factories import Factory, InterleaveFactory, JoinFactory, SourceFactory
+from ._pipeline import Stage, has_stage, stage
 
-__all__ = ["factory_of", "join_factory", "listed", "source_factory"]
+__all__ = ["factory_of", "interleave_factory", "join_factory", "listed", "source_factory"]
 
 
 def source_factory(make_iterator: Callable[[], CheckpointableIterator[Any]]) -> Factory:
@@ -80,3 +81,39 @@ def join_factory(
     factories = [factory_of(d) for d in datasets]
     item = Stage(name, params, tuple(f.stages for f in factories))
     return JoinFactory(factories, op, item)
+
+
+def interleave_factory(datasets: Any, cycle_length: int) -> tuple[InterleaveFactory, list[Any]]:
+    """The factory of `IterDataset.interleave(datasets, cycle_length)`, and its inputs.
+
+    A `MapDataset` of streams that takes a shard of them (`files.shard(i, n).map(open)`)
+    is described by its stages, the same on every process but for the shard index, so
+    the pipeline reshards; its streams are read by position (a position a filter
+    dropped has none). Other lists are described by their streams, one by one.
+
+    Example:
+        >>> import chute
+        >>> files = chute.MapDataset.range(4).shard(0, 2).map(lambda f: chute.MapDataset.range(f))
+        >>> [s.op for s in interleave_factory(files, 2)[0].stages]
+        ['source', 'shard', 'map', 'interleave']
+    """
+    listing: tuple[Stage, ...] = ()
+    if hasattr(datasets, "to_iter_dataset"):
+        listing = tuple(getattr(datasets, "_stages", ()))
+    by_position = has_stage(listing, _shards)
+    parts: list[Any] = (
+        [datasets[k] for k in range(len(datasets))] if by_position else list(datasets)
+    )
+    factories = [None if p is DROPPED else factory_of(p) for p in parts]
+    sharded = any(f is not None and has_stage(f.stages, _shards) for f in factories)
+    before = listing if by_position and not sharded else ()
+    cycle_length = check_int(cycle_length, "cycle_length", "IterDataset.interleave", minimum=1)
+    inputs = () if before else tuple(f.stages for f in factories if f is not None)
+    item = Stage("interleave", (("cycle_length", repr(cycle_length)),), inputs)
+    factory = InterleaveFactory(factories, cycle_length, item, before)
+    return factory, [p for p in parts if p is not DROPPED]
+
+
+def _shards(traits: StageTraits) -> bool:
+    """Whether a stage takes a shard of its input (`StageTraits.shard`)."""
+    return traits.shard is not None

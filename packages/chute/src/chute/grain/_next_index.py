@@ -83,6 +83,11 @@ def _levels(state: Any, batches: int) -> tuple[list[dict[str, Any]], dict[str, A
 
 
 def _one_input(stage: PipelineStage) -> Sequence[PipelineStage]:
+    if not stage.inputs:  # Described by the sharded MapDataset it reads.
+        raise _refuse(
+            "an interleave over a sharded MapDataset of datasets has no single next index "
+            "(Grain supports one dataset only)."
+        )
     if len(stage.inputs) != 1:
         raise _refuse(
             f"an interleave of {len(stage.inputs)} datasets has no single next index (Grain "
