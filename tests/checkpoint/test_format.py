@@ -219,8 +219,8 @@ def _valid():
             "f: 'traits' must map each op to its traits: unknown trait 'sorts' (known: "
             "['begins_stream', 'changeable', 'chooses', 'chunk', 'consumer_only', 'drops', "
             "'elementwise', 'groups', 'holds', 'keeps_positions', 'merges', 'names_splits', "
-            "'numbered', 'opens', 'performance', 'random', 'records_skips', 'shard', "
-            "'splits']).",
+            "'numbered', 'opens', 'performance', 'random', 'records_skips', 'repeats', "
+            "'shard', 'splits']).",
         ),
         (lambda d: d["pipeline"]["stages"][0]["params"].update(source=1), None),
     ],

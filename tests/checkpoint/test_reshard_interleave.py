@@ -325,7 +325,7 @@ def test_a_window_over_the_interleave_goes_back_without_what_it_yielded():
     documents = [make_document(it, i, 2) for i, it in enumerate(olds)]
     window = documents[0]["state"]
     assert window["offset"] == 2 and window["window_start"]["next_input"] == 0
-    assert "yielded" in window  # By the file's position in the shard and the record's.
+    assert "reads" in window  # By the file's position in the shard and the record's.
     news = reshard(documents, 3)
     skips = {k: d["state"]["window_start"].get("skips") for k, d in enumerate(news)}
     named = [
@@ -339,3 +339,64 @@ def test_a_window_over_the_interleave_goes_back_without_what_it_yielded():
     # after a whole window), by file and position: each to the file's new owner.
     assert sorted(named) == sorted((x // 100, x % 100) for x in [*head[:2], head[6]])
     assert sorted(head + _run_out(make, news)) == _EIGHT_FILES
+
+
+def test_a_billion_files_are_listed_lazily():
+    opened = []
+
+    def open_file(number):
+        opened.append(number)
+        return _file(number)
+
+    files = chute.MapDataset.range(10**9).shard(1, 4).map(open_file)
+    it = iter(chute.IterDataset.interleave(files, cycle_length=2))
+    assert list(itertools.islice(it, 6)) == [100, 500, 501, 900, 502, 901]
+    # Only the files opened, and the first once more when the pipeline was built (its
+    # stages say whether the streams take a shard themselves).
+    assert opened == [1, 1, 5, 9]
+    assert it.get_state()["next_input"] == 3
+
+
+class _Stream:
+    """A checkpointable stream whose elements have no origin (as a format's own reader)."""
+
+    def __init__(self, items):
+        self._items, self._at = list(items), 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._at == len(self._items):
+            raise StopIteration
+        self._at += 1
+        return self._items[self._at - 1]
+
+    def get_state(self):
+        return {"at": self._at}
+
+    def set_state(self, state):
+        self._at = state["at"]
+
+
+def _own_reader(number):
+    return chute.IterDataset.source(lambda: _Stream(range(number * 100, number * 100 + 3)))
+
+
+@pytest.mark.parametrize(
+    "open_file",
+    [
+        _own_reader,
+        lambda f: _file(f).flat_map(lambda x: [x, x + 50]),
+        lambda f: _file(f).repeat(2),
+    ],
+    ids=["own_reader", "flat_map_inside", "repeat_inside"],
+)
+def test_a_window_over_streams_without_positions_is_refused_when_checked(open_file):
+    files = chute.MapDataset.range(6).shard(0, 2).map(open_file)
+    it = iter(chute.IterDataset.interleave(files, cycle_length=2).window_shuffle(4, seed=0))
+    with pytest.raises(ReshardError, match="whose streams do not number their elements"):
+        chute.checkpoint.check_reshardable(it)
+    # Without the window, such streams reshard: each continues from its own state.
+    plain = iter(chute.IterDataset.interleave(files, cycle_length=2))
+    chute.checkpoint.check_reshardable(plain)

@@ -58,8 +58,9 @@ def test_repeat_refuses_a_state_of_another_iterator():
     with pytest.raises(InvalidStateError) as caught:
         it.set_state({"position": 1})
     assert str(caught.value) == (
-        "RepeatIter(num_epochs=2): a state has exactly the keys ['epoch', 'parent']; missing "
-        "['epoch', 'parent'], unknown ['position']. Was it saved by another iterator?"
+        "RepeatIter(num_epochs=2): a state has exactly the keys ['epoch', 'parent'] and "
+        "optionally ['ahead']; missing ['epoch', 'parent'], unknown ['position']. Was it saved "
+        "by another iterator?"
     )
 
 

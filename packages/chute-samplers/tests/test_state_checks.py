@@ -168,3 +168,11 @@ def test_interleave_refuses_a_damaged_pending_stream_before_moving():
     next(it)
     state = {"cursor": 0, "next_input": 2, "slots": [None, None], "pending": [[1, {"p": "x"}]]}
     _refuse(it, state, "position")
+
+
+def test_interleave_refuses_skips_of_an_input_read_to_the_end():
+    inputs = [lambda: SequentialIter([1, 2]), lambda: SequentialIter([3, 4])]
+    it = InterleaveIter(inputs, cycle_length=2)
+    next(it)
+    state = {"cursor": 0, "next_input": 2, "slots": [None, None], "skips": [[0, [0, 1]]]}
+    _refuse(it, state, re.escape("names input(s) [0], which were read to the end"))

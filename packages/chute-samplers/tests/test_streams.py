@@ -1,3 +1,4 @@
+import collections.abc
 import itertools
 import json
 
@@ -16,7 +17,7 @@ from chute_samplers import (
     ShuffleMap,
     WindowShuffleIter,
 )
-from chute_samplers._window_states import spans_pairs
+from chute_samplers._window_states import WINDOW_STATES, reads_pairs
 from chute_samplers.internal import Frontier
 from chute_sources import RangeSource
 from chute_testing import assert_resumes
@@ -266,25 +267,62 @@ def test_an_interleave_refuses_skips_it_cannot_apply():
         next(no_origins)
 
 
-def test_a_window_over_an_interleave_names_what_it_yielded_by_input():
+def test_a_window_over_an_interleave_names_its_elements_once_per_window():
     it = WindowShuffleIter(_interleave(2), window_size=4, seed=1)
-    head = [next(it), next(it)]
+    first = next(it)
+    reads = it.get_state()["reads"]
+    head = [first, next(it)]
     state = it.get_state()
-    named = spans_pairs(state["yielded"], "state")
-    assert {(k, int(p)) for k, ps in named.items() for p in ps} == {
-        (x // 100, x % 100) for x in head
-    }
+    assert state["reads"] == reads  # Written once per window, whatever the offset.
     assert "span" not in state
+    window = list(itertools.islice(_interleave(2), 4))
+    assert reads_pairs(reads, "state") == [(x // 100, x % 100) for x in window]
+    yielded = WINDOW_STATES.yielded(state, {"window_size": 4, "seed": 1})
+    assert {(k, p) for k, ps in yielded.items() for p in ps} == {(x // 100, x % 100) for x in head}
     again = WindowShuffleIter(_interleave(2), window_size=4, seed=1)
     again.set_state(state)
     assert again.get_state() == state  # Before the window is read again.
     assert head + list(again) == list(WindowShuffleIter(_interleave(2), window_size=4, seed=1))
-    other = WindowShuffleIter(_interleave(2), window_size=4, seed=2)  # Another permutation.
+    backwards = [lambda f=f: SequentialIter(f) for f in reversed(_files())]
+    other = WindowShuffleIter(InterleaveIter(backwards, 2), window_size=4, seed=1)
     other.set_state(state)
-    with pytest.raises(InvalidStateError, match="reading it again gives"):
+    with pytest.raises(InvalidStateError, match="reading it again gave"):
         next(other)
-    with pytest.raises(InvalidStateError, match="count <= 2"):
-        other.set_state({**state, "yielded": [[0, [0, 5]]]})  # More than the offset.
+    fresh = WindowShuffleIter(_interleave(2), window_size=4, seed=1)
+    before = fresh.get_state()
+    with pytest.raises(InvalidStateError, match=r"state\['reads'\] is"):
+        fresh.set_state({**state, "reads": [reads[0], "AAAA"]})  # Fewer orders than elements.
+    assert fresh.get_state() == before
+
+
+class _Lazy(collections.abc.Sequence):
+    """A sequence of factories made when asked for (as a MapDataset of many files)."""
+
+    def __init__(self, files):
+        self.files, self.asked = files, []
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, number):
+        self.asked.append(number)
+        if self.files[number] == "not a factory":
+            return self.files[number]
+        return lambda: SequentialIter(self.files[number])
+
+
+def test_interleave_reads_a_lazy_sequence_only_where_it_opens():
+    files = _files()
+    lazy = _Lazy(files)
+    it = InterleaveIter(lazy, 2)
+    assert lazy.asked == []
+    assert list(itertools.islice(it, 3)) == list(itertools.islice(_interleave(2), 3))
+    assert lazy.asked == [0, 1]
+    assert sorted([*it, 0, 100, 1]) == sorted(itertools.chain.from_iterable(files))
+    broken = InterleaveIter(_Lazy([[1], "not a factory"]), 2)
+    assert next(broken) == 1
+    with pytest.raises(TypeError, match=r"inputs\[1\] of a lazy sequence must be a zero-argument"):
+        next(broken)
 
 
 def _resharded():

@@ -15,11 +15,11 @@ Two kinds of pipeline continue exactly on another number of JAX processes:
   reader's state says which. Stages after the shard must keep positions (map, filter,
   batch, prefetching, `to_device`), except one stream flat map (or unbatch, or
   rebatch; in the workers too), whose element a process stopped inside goes back to be
-  read, minus its outputs delivered (`_reshard_splits`),
-  and one window shuffle or packer, whose elements held go back to be read, minus the
-  ones it yielded (`_reshard_windows`). An interleave that opens each position of the
-  shard as a stream continues the streams left open on their new owners
-  (`_reshard_streams`).
+  read, minus its outputs delivered (`_reshard_splits`), and one window shuffle or
+  packer, whose elements held go back to be read, minus the ones it yielded
+  (`_reshard_windows`). An interleave of the shard's streams continues the streams
+  left open on their new owners (`_reshard_streams`); a stream repeat continues each
+  epoch the processes are in with a frontier of its own (`_reshard_epochs`).
   A `MapDataset.batch(b)` after the shard counts positions in batches, which cannot be
   split between processes: such states reshard only from processes in lockstep, and
   where `j * n` splits into whole batches (so `check_reshardable` refuses such a
@@ -54,9 +54,11 @@ from ._describe import describe_pipeline, fingerprint
 from ._errors import ReshardError
 from ._format import MAX_PROCESS_COUNT, process_position, validate_document
 from ._reshard_budgets import budget_failures, share_failures
+from ._reshard_epochs import epoch_plans, with_epochs
 from ._reshard_mix import MixPlan, mix_document, mix_plan, mixture_shard
 from ._reshard_positions import frontier_of, moved_state, position_of
 from ._reshard_shards import (
+    check_all_processes,
     check_divisible,
     doc_name,
     drops_remainder,
@@ -107,6 +109,9 @@ class _Plan:
     opened: tuple[tuple[int, Any], ...] = ()
     skips: tuple[tuple[int, tuple[int, ...]], ...] = ()  # Its streams' elements delivered.
     opens: bool = False  # Whether an interleave opens the shard's positions as streams.
+    # A repeat after the shard: the first epoch (of the levels), later ones' (levels, low).
+    repeat_epoch: int | None = None
+    later: tuple[tuple[tuple[tuple[int, tuple[int, ...]], ...], int], ...] = ()
     epoch: int = 0  # Records per epoch of a sampler's per-epoch stride (0: the stream's).
     olds: tuple[Any, ...] = ()  # The states by shard (with levels).
 
@@ -217,7 +222,7 @@ def _plan(documents: Sequence[Mapping[str, Any]]) -> _Plan | MixPlan:
         for number, d in enumerate(documents)
     ]
     remember_traits(checked)
-    _check_all_processes(checked)
+    check_all_processes(checked)
     stages = checked[0]["pipeline"]["stages"]
     check_declared(stages)  # What an op does to positions must be known to reshard.
     if mixes_sharded(stages):
@@ -233,23 +238,6 @@ def _branch_plan(documents: list[dict[str, Any]]) -> _Plan:
     stages = documents[0]["pipeline"]["stages"]
     at = shard_stage(stages, "IterDataset")
     return _global_plan(documents) if at is None else _sharded_plan(documents, at)
-
-
-def _check_all_processes(documents: list[dict[str, Any]]) -> None:
-    for number, document in enumerate(documents):
-        if document["process_count"] != len(documents):
-            raise ReshardError(
-                f"state {number} is of process {document['process_index']} of "
-                f"{document['process_count']}, but {len(documents)} states were given: pass "
-                "the states of all processes."
-            )
-    indices = sorted(document["process_index"] for document in documents)
-    if indices != list(range(len(documents))):
-        raise ReshardError(
-            f"the states are of the processes {indices}, not of each of 0..{len(documents) - 1} "
-            "once: pass the state of every process of one step."
-        )
-    documents.sort(key=lambda document: int(document["process_index"]))
 
 
 def _global_plan(documents: list[dict[str, Any]]) -> _Plan:
@@ -312,6 +300,8 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
     if unit == 1:
         states = [doc["state"] for doc in ordered]
         stages = first["pipeline"]["stages"][at + 1 :]
+        if any(traits_of(item).repeats for item in stages):  # A frontier per epoch.
+            return _repeat_plan(first, ordered, at, chunk_size, failures)
         opens = any(traits_of(item).opens for item in stages)  # Windows name streams' elements.
         taken = () if opens else taken_ahead(states, positions, count, stages, "the state of shard")
         plan = _elastic_plan(first, at, positions, frontiers, chunk_size, taken, epoch)
@@ -335,6 +325,26 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
             "reshard from any positions, or save every process at the same step."
         )
     return _Plan(first, at, count, positions[0] * unit, unit, chunk_size, failures=failures)
+
+
+def _repeat_plan(
+    first: dict[str, Any],
+    ordered: list[dict[str, Any]],
+    at: int,
+    chunk_size: int | None,
+    failures: tuple[int, ...],
+) -> _Plan:
+    """The plan of a repeat after the shard: one per epoch the shards are in."""
+
+    def plan(positions: list[int], frontiers: list[Frontier | None]) -> _Plan:
+        return _elastic_plan(first, at, positions, frontiers, chunk_size, ())
+
+    epoch, plans = epoch_plans(ordered, at, plan)
+    later = tuple((p.levels or (), p.watermark) for p in plans[1:])
+    olds = tuple(doc["state"] for doc in ordered)
+    return dataclasses.replace(
+        plans[0], failures=failures, olds=olds, repeat_epoch=epoch, later=later
+    )
 
 
 def _elastic_plan(
@@ -444,7 +454,17 @@ def _continued(
             levels = (*levels, (1, (plan.watermark,)))
         taken = () if frontier is None else frontier.taken
         frontier = Frontier(shard_index, shard_count, levels, taken, epoch)
-    document["state"] = _moved(document["state"], start, plan, shard_count, frontier)
+    elif frontier is None and plan.repeat_epoch is not None:  # Clamped at an epoch's end.
+        frontier = Frontier(shard_index, shard_count, (), (), epoch)
+    before = document["state"]
+    document["state"] = _moved(before, start, plan, shard_count, frontier)
+    if plan.repeat_epoch is not None:  # The parent's states of the later epochs.
+
+        def move(state: Any, position: int, within: Frontier) -> Any:
+            return _moved(state, position, plan, shard_count, within)
+
+        epochs = (plan.repeat_epoch, plan.later)
+        with_epochs(before, document["state"], epochs, (shard_index, shard_count), move)
     assign_skips(document["state"], plan.delivered, shard_index, shard_count, epoch)
     assign_opened(document["state"], plan.opened, shard_index, shard_count, plan.skips)
     share_failures(document["state"], plan.failures, shard_index, shard_count)

@@ -32,8 +32,10 @@ from ._reshard_stages import (
     shard_stage,
     traits_of,
 )
+from ._reshard_streams import check_window_streams
 
 __all__ = [
+    "check_all_processes",
     "check_divisible",
     "check_reshardable",
     "doc_name",
@@ -334,6 +336,7 @@ def check_reshardable(iterator: object, *, lockstep: bool = False) -> None:
             if unit > 1 and not lockstep:
                 whose = f"the mixture's component {component}: " if parts[0] is not stages else ""
                 raise ReshardError(whose + _batched_after_shard(branch, at, unit))
+        check_window_streams(iterator, parts)
 
 
 def _batched_after_shard(stages: list[dict[str, Any]], at: int, unit: int) -> str:
@@ -352,3 +355,21 @@ def _batched_after_shard(stages: list[dict[str, Any]], at: int, unit: int) -> st
         "new processes. Batch after to_iter_dataset() (IterDataset.batch) to reshard from "
         "any positions, or pass lockstep=True if every process always saves at the same step."
     )
+
+
+def check_all_processes(documents: list[dict[str, Any]]) -> None:
+    """Raises unless `documents` are one state of each process; sorts them by process."""
+    for number, document in enumerate(documents):
+        if document["process_count"] != len(documents):
+            raise ReshardError(
+                f"state {number} is of process {document['process_index']} of "
+                f"{document['process_count']}, but {len(documents)} states were given: pass "
+                "the states of all processes."
+            )
+    indices = sorted(document["process_index"] for document in documents)
+    if indices != list(range(len(documents))):
+        raise ReshardError(
+            f"the states are of the processes {indices}, not of each of 0..{len(documents) - 1} "
+            "once: pass the state of every process of one step."
+        )
+    documents.sort(key=lambda document: int(document["process_index"]))

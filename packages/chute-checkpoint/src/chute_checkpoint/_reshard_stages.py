@@ -145,6 +145,7 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
     split_grouped: int | None = None  # A batch of the flat map's outputs, if any.
     numbered: int | None = None  # A stage whose output follows the host's numbering.
     opened: int | None = None  # The interleave that began the stream, if any.
+    repeated: int | None = None  # The stream repeat, if any.
     for number, item in enumerate(stages[shard_at + 1 :], start=shard_at + 1):
         traits = traits_of(item)
         if numbered is not None and _continues_elements(item, traits):
@@ -154,7 +155,13 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
         plain = streaming and unit == 1 and not grouped  # Elements are still positions.
         if opened is not None and (traits.splits or traits.merges):
             raise ReshardError(_after_opened(stages, opened, number))
-        if traits.opens and not streaming and unit == 1 and not grouped:
+        if repeated is not None and (traits.splits or traits.holds or traits.merges):
+            raise ReshardError(_after_repeat(stages, repeated, number))
+        if traits.repeats and streaming and (split, held, opened, repeated) != (None,) * 4:
+            raise ReshardError(_repeat_after(stages, number, split, held, opened, repeated))
+        if traits.repeats and plain:
+            repeated = number  # Each epoch continues on its own; see `_reshard_epochs`.
+        elif traits.opens and not streaming and unit == 1 and not grouped:
             opened = number  # Its open streams continue elsewhere; see `_reshard_streams`.
             if stages[shard_at]["params"].get("drop_remainder") is True:
                 raise ReshardError(_files_dropped(stages, shard_at, number))
@@ -201,6 +208,25 @@ def _after_opened(stages: list[dict[str, Any]], opened: int, number: int) -> str
         f"opened, so an element it stopped inside cannot be named for another process "
         f"count; apply {op}(...) inside each stream (before the {interleave}), or restore "
         "with the same process count."
+    )
+
+
+def _after_repeat(stages: list[dict[str, Any]], repeated: int, number: int) -> str:
+    op = stages[number]["op"]
+    return (
+        f"stage {number} ({op}) follows the repeat of stage {repeated}, and holds or splits "
+        "elements across the epochs it reads, which another process count cuts at other "
+        f"points; put {op}(...) before the repeat (or repeat before the shard), or restore "
+        "with the same process count."
+    )
+
+
+def _repeat_after(stages: list[dict[str, Any]], number: int, *earlier: int | None) -> str:
+    before = next(n for n in earlier if n is not None)
+    return (
+        f"stage {number} (repeat) reads again the {stages[before]['op']} of stage {before}, "
+        "whose state another process count continues only once, not per epoch; repeat "
+        "before the shard, or restore with the same process count."
     )
 
 

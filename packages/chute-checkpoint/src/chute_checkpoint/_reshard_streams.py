@@ -35,12 +35,13 @@ Example:
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from chute_core import InvalidStateError
+from chute_samplers import InterleaveIter, upstream_iterators
 from chute_samplers.internal import (
     OPEN_STREAMS,
     WINDOW_STATES,
@@ -51,32 +52,20 @@ from chute_samplers.internal import (
 
 from ._errors import ReshardError
 from ._reshard_stages import traits_of
-from ._reshard_windows import inner_state
+from ._reshard_windows import find_state
 
-__all__ = ["assign_opened", "opened_ahead", "skips_ahead"]
-
-
-def _found(state: Any, wanted: Callable[[dict[str, Any]], bool]) -> Any:
-    """The first state inside `state` (walking parents' states) that is `wanted`, if any."""
-    while isinstance(state, dict):
-        if wanted(state):
-            return state
-        try:
-            state = inner_state(state)
-        except ValueError:
-            return None
-    return None
+__all__ = ["assign_opened", "check_window_streams", "opened_ahead", "skips_ahead"]
 
 
 def _interleave_state(state: Any) -> dict[str, Any] | None:
     """The interleave's state inside `state`, if any."""
-    found: dict[str, Any] | None = _found(state, OPEN_STREAMS.is_state)
+    found: dict[str, Any] | None = find_state(state, OPEN_STREAMS.is_state)
     return found
 
 
 def _window_state(state: Any) -> Any:
     """The window shuffle's state inside `state`, if any."""
-    return _found(state, lambda inner: WINDOW_STATES.inner(inner) is not None)
+    return find_state(state, lambda inner: WINDOW_STATES.inner(inner) is not None)
 
 
 def opened_ahead(
@@ -133,7 +122,7 @@ def skips_ahead(
             window = _window_state(state)
             if window is not None:
                 for local, yielded in WINDOW_STATES.yielded(window, params).items():
-                    by_input.setdefault(local, []).extend(yielded.tolist())
+                    by_input.setdefault(local, []).extend(yielded)
         except (ValueError, InvalidStateError) as error:
             raise ReshardError(f"{where} {shard}: {error}") from None
         for local, positions in by_input.items():
@@ -170,3 +159,40 @@ def _mine(entries: Sequence[tuple[int, Any]], shard: int, count: int) -> list[tu
         return []
     locals_ = shard_locals(np.array([g for g, _ in mine], np.int64), shard, count, 0)
     return [(int(p), value) for p, (_, value) in zip(locals_, mine, strict=True)]
+
+
+def check_window_streams(iterator: object, parts: Sequence[Sequence[Mapping[str, Any]]]) -> None:
+    """Raises if a window shuffle follows an interleave of streams without positions.
+
+    Such streams' elements have no position in their stream as origin
+    (`InterleaveIter.stream_positions` is False), so what the window yielded could not
+    be named at a reshard. Read from the live iterator: its description does not say it
+    (the streams are made by the same function on every process, and a process may have
+    none).
+
+    Raises:
+        ReshardError: such a window, named with the interleave.
+    """
+    for stages in parts:
+        opens = [n for n, item in enumerate(stages) if traits_of(item).opens]
+        holds = [n for n, item in enumerate(stages) if traits_of(item).holds]
+        if opens and any(n > opens[0] for n in holds):
+            break
+    else:
+        return
+    seen, todo = set(), [iterator]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, InterleaveIter) and current.stream_positions is False:
+            number = next(n for n in holds if n > opens[0])
+            raise ReshardError(
+                f"stage {number} ({stages[number]['op']}) holds elements of the interleave of "
+                f"stage {opens[0]}, whose streams do not number their elements by position "
+                "(each is not a MapDataset read in order with to_iter_dataset(), or splits "
+                "or repeats inside), so what it yielded cannot be named for another process "
+                "count; read each file as a MapDataset, or restore with the same process count."
+            )
+        todo.extend(upstream_iterators(current))

@@ -25,17 +25,17 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from chute_core import InvalidStateError
-from chute_samplers.internal import WINDOW_STATES
+from chute_samplers.internal import REPEAT_STATES, WINDOW_STATES
 from chute_transforms.internal import PACK_STATES, PARENT_STATES
 
 from ._errors import ReshardError
 from ._reshard_stages import traits_of
 
-__all__ = ["inner_state", "merge_taken", "rebuild_state", "taken_ahead"]
+__all__ = ["find_state", "inner_state", "merge_taken", "rebuild_state", "taken_ahead"]
 
 _HOLDING = (PACK_STATES, WINDOW_STATES)
 """The layouts of the holding stages' states: each `inner`, `rebuild` and `taken`."""
@@ -47,7 +47,7 @@ def inner_state(state: Mapping[str, Any]) -> Mapping[str, Any] | None:
     Raises:
         ValueError: a parent's state among unexpected keys.
     """
-    for layout in _HOLDING:  # Keys `PARENT_STATES` would refuse.
+    for layout in (*_HOLDING, REPEAT_STATES):  # Keys `PARENT_STATES` would refuse.
         inner = layout.inner(state)
         if inner is not None:
             return inner
@@ -59,6 +59,8 @@ def rebuild_state(
 ) -> dict[str, Any]:
     """`state` around a moved `inner`, its counters scaled by `scale` (old, new)."""
     layout = _holding_layout(state)
+    if layout is None and REPEAT_STATES.inner(state) is not None:
+        layout = REPEAT_STATES  # Its epoch and epochs ahead: see `_reshard_epochs`.
     if layout is not None:
         rebuilt: dict[str, Any] = layout.rebuild(state, inner, scale)
         return rebuilt
@@ -72,13 +74,24 @@ def _holding_layout(state: Mapping[str, Any]) -> Any:
 
 def _held_state(state: Any) -> Mapping[str, Any] | None:
     """The holding stage's state inside `state` (walking parents' states), if any."""
+    found: Mapping[str, Any] | None = find_state(state, lambda s: _holding_layout(s) is not None)
+    return found
+
+
+def find_state(state: Any, wanted: Callable[[dict[str, Any]], bool]) -> Any:
+    """The first state inside `state` (walking parents' states) that is `wanted`, if any.
+
+    Example:
+        >>> find_state({"parent": {"position": 2}, "index": 2}, lambda s: "position" in s)
+        {'position': 2}
+    """
     while isinstance(state, dict):
-        if _holding_layout(state) is not None:
+        if wanted(state):
             return state
         try:
             state = inner_state(state)
         except ValueError:
-            return None  # Not a wrapper's state: nothing held below.
+            return None  # Not a wrapper's state: nothing below.
     return None
 
 

@@ -90,6 +90,10 @@ class StageTraits:
             the next position to open and the state of each stream open (or, once
             resharded, to continue), so another process count continues each stream
             where it stopped and skips the positions other processes opened.
+        repeats: a stream stage that reads its parent again from its start, epoch
+            after epoch: its state is the epoch and the parent's state (and, once
+            resharded, the parent's states for the later epochs other processes had
+            reached), so another process count continues each epoch exactly.
 
     Example:
         >>> StageTraits(elementwise=True).keeps_positions
@@ -115,6 +119,7 @@ class StageTraits:
     names_splits: bool = False
     numbered: str | None = None
     opens: bool = False
+    repeats: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """The traits that differ from the defaults, as JSON (sets as sorted lists).

@@ -56,8 +56,14 @@ class InterleaveIter(IterNode[T]):
     Args:
         inputs: factories of checkpointable iterators, or the iterators themselves;
             None at a position with no stream (a file a filter dropped), which is
-            skipped without taking a turn, so positions keep their numbers.
+            skipped without taking a turn, so positions keep their numbers. A list or
+            tuple is checked at once; another sequence (a lazy view of many files) is
+            read lazily, each item when its input is opened, and holds factories.
         cycle_length: the number of streams open at once (>= 1).
+        stream_positions: whether each stream's elements have their position in it as
+            origin (a `MapDataset` read in order), as the caller knows (None: unknown);
+            a window shuffle after the interleave reshards only then
+            (`chute_checkpoint.check_reshardable` reads it).
 
     Example:
         >>> from chute_samplers import SequentialIter
@@ -69,17 +75,21 @@ class InterleaveIter(IterNode[T]):
         (2, 1)
     """
 
-    def __init__(self, inputs: Sequence[Input[T]], cycle_length: int) -> None:
+    def __init__(
+        self, inputs: Sequence[Input[T]], cycle_length: int, stream_positions: bool | None = None
+    ) -> None:
         check_sequence(inputs, "inputs", "InterleaveIter")
         self._cycle_length = check_int(cycle_length, "cycle_length", "InterleaveIter", minimum=1)
-        self._inputs = tuple(inputs)
+        self.stream_positions = stream_positions
+        # A list or tuple is checked now; another sequence is read lazily (see Args).
+        self._inputs = tuple(inputs) if isinstance(inputs, list | tuple) else inputs
         self._initial: dict[int, IteratorState] = {}
-        for number, item in enumerate(self._inputs):
+        for number, item in enumerate(self._inputs if isinstance(self._inputs, tuple) else ()):
             if item is None:
                 continue  # A position with no stream (a filter dropped it): skipped.
             if hasattr(item, "__next__"):
                 check_iterator(item, "InterleaveIter", f"inputs[{number}]")
-                self._initial[number] = item.get_state()  # type: ignore[union-attr]
+                self._initial[number] = item.get_state()
             elif not callable(item):
                 raise TypeError(
                     f"InterleaveIter: inputs[{number}] must be a checkpointable iterator or a "
@@ -105,13 +115,22 @@ class InterleaveIter(IterNode[T]):
         inner: tuple[int, ...] | None = getattr(last[1], "origin", None)
         return None if inner is None else (last[0], *inner)
 
-    def _open(self, number: int, state: IteratorState | None) -> CheckpointableIterator[T]:
-        item = self._inputs[number]
+    def _open(
+        self, number: int, state: IteratorState | None, item: Input[T] | None = None
+    ) -> CheckpointableIterator[T]:
+        """Input `number` (`item`, if the caller has it) at `state` (None: its start)."""
+        if item is None:
+            item = self._inputs[number]
         if number in self._initial:
             iterator: CheckpointableIterator[T] = item  # type: ignore[assignment]
             iterator.set_state(self._initial[number] if state is None else state)
             return iterator
-        made = item()  # type: ignore[operator, misc]
+        if not callable(item) or hasattr(item, "__next__"):  # Read lazily: checked now.
+            raise TypeError(
+                f"InterleaveIter: inputs[{number}] of a lazy sequence must be a zero-argument "
+                f"callable returning a checkpointable iterator, got {type(item).__name__}."
+            )
+        made = item()
         check_iterator(made, "InterleaveIter", f"inputs[{number}]()")
         if state is not None:
             made.set_state(state)
@@ -135,12 +154,12 @@ class InterleaveIter(IterNode[T]):
             )
         if number in self._initial:
             return self._initial[number]
-        if self._inputs[number] is None:
+        item = self._inputs[number]
+        if item is None:
             raise ValueError(
                 f"InterleaveIter.input_start_state: input {number} has no stream (None)."
             )
-        made = self._inputs[number]()  # type: ignore[operator, misc]
-        check_iterator(made, "InterleaveIter", f"inputs[{number}]()")
+        made = self._open(number, None, item)
         state: IteratorState = made.get_state()
         close = getattr(made, "close", None)
         if close is not None:
@@ -160,8 +179,9 @@ class InterleaveIter(IterNode[T]):
                     number = self._next_input
                     self._next_input += 1
                     self._skip_opened()
-                    if self._inputs[number] is not None:  # Else no stream: the next one.
-                        self._slots[self._cursor] = (number, self._open(number, None))
+                    item = self._inputs[number]
+                    if item is not None:  # Else no stream: the next one.
+                        self._slots[self._cursor] = (number, self._open(number, None, item))
                 else:
                     self._cursor = (self._cursor + 1) % self._cycle_length
                 continue
@@ -172,7 +192,7 @@ class InterleaveIter(IterNode[T]):
                 self._skips.pop(slot[0], None)
                 self._cursor = (self._cursor + 1) % self._cycle_length
                 continue
-            if slot[0] in self._skips and self._skipped(slot):
+            if self._skips and slot[0] in self._skips and self._skipped(slot):
                 continue  # Delivered by another process before a reshard: the next one.
             self._cursor = (self._cursor + 1) % self._cycle_length
             self._last = slot
@@ -272,6 +292,14 @@ class InterleaveIter(IterNode[T]):
         if absent:
             raise InvalidStateError(
                 f"{self!r}: the state opens input(s) {absent}, which have no stream (None)."
+            )
+        stale = sorted(
+            n for n in skips if n not in numbers and self._was_opened(n, next_input, frontier)
+        )
+        if stale:
+            raise InvalidStateError(
+                f"{self!r}: state['skips'] names input(s) {stale}, which were read to the end "
+                "(opened, and open no more); the state is damaged."
             )
         ahead = sorted(n for n in numbers if not self._was_opened(n, next_input, frontier))
         if ahead:

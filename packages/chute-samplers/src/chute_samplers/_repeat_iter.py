@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import sys
-from typing import TypeVar
+from typing import TypeVar, cast
 
-from chute_core import CheckpointableIterator, IteratorState, StageTraits, declare_op
+from chute_core import (
+    CheckpointableIterator,
+    InvalidStateError,
+    IteratorState,
+    StageTraits,
+    declare_op,
+)
 from chute_core.internal import check_optional_int, state_dict, state_int, state_parent
 
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
 from ._repeat import RepeatMap
+from ._repeat_states import AHEAD
 
 __all__ = ["REPEAT", "RepeatIter"]
 
@@ -30,7 +37,11 @@ class RepeatIter(IterNode[T]):
     The state is `{"epoch": e, "parent": <the parent's state>}`, `e` in `[0,
     num_epochs]` (`num_epochs` once the stream has ended). The `origin` of an
     element is `(epoch,) + <its origin in the parent>`, so a random map after the
-    repeat draws anew each epoch.
+    repeat draws anew each epoch. Resharded to another process count
+    (`chute_checkpoint.reshard`), a state may also list the parent's states for the
+    epochs after `e` (`ahead`): when an epoch ends, the next one starts there rather
+    than at the parent's start, and such an epoch that yields nothing (others read
+    all of it) does not end the stream.
 
     Args:
         parent: a checkpointable iterator at its start.
@@ -52,6 +63,7 @@ class RepeatIter(IterNode[T]):
         self._start = parent.get_state()
         self._epoch = 0
         self._yielded = False  # Whether this epoch has yielded (an empty parent ends all).
+        self._ahead: list[IteratorState] = []  # The parent's states of later epochs.
 
     @property
     def num_epochs(self) -> int | None:
@@ -76,26 +88,44 @@ class RepeatIter(IterNode[T]):
                 self._yielded = False
                 if self._num_epochs is not None and self._epoch >= self._num_epochs:
                     raise
-                self._parent.set_state(self._start)
+                if self._ahead:  # Resharded: where this epoch starts for this process.
+                    self._parent.set_state(self._ahead.pop(0))
+                    self._yielded = True  # Empty when others read it all: not the end.
+                else:
+                    self._parent.set_state(self._start)
                 continue
             self._yielded = True
             return element
         raise StopIteration
 
     def get_state(self) -> IteratorState:
-        return {"epoch": self._epoch, "parent": self._parent.get_state()}
+        state: IteratorState = {"epoch": self._epoch, "parent": self._parent.get_state()}
+        if self._ahead:
+            state[AHEAD] = list(self._ahead)
+        return state
 
     def set_state(self, state: IteratorState, /) -> None:
-        checked = state_dict(self, state, ("epoch", "parent"))
+        checked = state_dict(self, state, ("epoch", "parent"), (AHEAD,))
         most = sys.maxsize if self._num_epochs is None else self._num_epochs
         epoch = state_int(self, checked, "epoch", maximum=most)
+        ahead = checked.get(AHEAD, [])
+        if not isinstance(ahead, list) or not all(isinstance(a, dict) for a in ahead):
+            raise InvalidStateError(
+                f"{self!r}: state['ahead'] must list the parent's states of later epochs, "
+                f"got {ahead!r:.200}."
+            )
+        if ahead and self._num_epochs is not None and epoch + len(ahead) >= self._num_epochs:
+            raise InvalidStateError(
+                f"{self!r}: state['ahead'] lists {len(ahead)} epochs after epoch {epoch}, "
+                f"past the last of {self._num_epochs}."
+            )
         self._parent.set_state(state_parent(self, checked))
-        self._epoch = epoch
+        self._epoch, self._ahead = epoch, [cast(IteratorState, a) for a in ahead]
         self._yielded = checked["parent"] != self._start
 
     def __repr__(self) -> str:
         return f"RepeatIter(num_epochs={self._num_epochs})"
 
 
-REPEAT = declare_op("repeat", StageTraits(), map_node=RepeatMap, iter_node=RepeatIter)
+REPEAT = declare_op("repeat", StageTraits(repeats=True), map_node=RepeatMap, iter_node=RepeatIter)
 """The op's declaration (see `chute_core.declare_op`)."""

@@ -17,7 +17,7 @@ from chute_core.internal import check_int, check_seed, state_dict, state_int
 from ._iter_base import IterNode
 from ._mix_iter import check_iterator
 from ._permutation import Permutation
-from ._window_states import input_spans, span_positions, spans_pairs, window_span
+from ._window_states import reads_pairs, span_positions, window_reads, window_span
 
 __all__ = ["WINDOW_SHUFFLE", "WindowShuffleIter"]
 
@@ -71,7 +71,9 @@ class WindowShuffleIter(IterNode[T]):
         # window is read again, then worked out when a state first needs them
         # (`_UNSPANNED` until then); None: its elements have no one-int origins.
         self._span: list[Any] | None = None
-        self._yielded: list[Any] | None = None  # Of a restored state, checked at `_load`.
+        # Over an interleave (two-int origins): the window's elements as read (see
+        # `_window_states`), written once per window as `_span` is.
+        self._reads: list[Any] | None = None
 
     @property
     def origin(self) -> tuple[int, ...] | None:
@@ -103,20 +105,16 @@ class WindowShuffleIter(IterNode[T]):
                 f"but reading it again gave {window_span(origins)!r:.80}; the state belongs to "
                 "another pipeline."
             )
-        self._window, self._origins, self._span = window, origins, _UNSPANNED
-        perm = Permutation(len(window), self._seed, self._window_index)
-        self._order = perm.take(range(len(window))).tolist()
-        if self._yielded is not None and self._yielded_spans() != self._yielded:
+        if self._reads is not None and window_reads(origins) != self._reads:
             raise InvalidStateError(
-                f"WindowShuffleIter: the state's window yielded {self._yielded!r:.80}, but "
-                f"reading it again gives {self._yielded_spans()!r:.80}; the state belongs to "
+                f"WindowShuffleIter: the state's window holds the elements {self._reads!r:.80}, "
+                f"but reading it again gave {window_reads(origins)!r:.80}; the state belongs to "
                 "another pipeline."
             )
-        self._yielded = None
-
-    def _yielded_spans(self) -> list[Any] | None:
-        """The (input, position) origins of the elements yielded of the window, by input."""
-        return input_spans([self._origins[i] for i in self._order[: self._offset]])
+        self._window, self._origins, self._span = window, origins, _UNSPANNED
+        self._reads = _UNSPANNED
+        perm = Permutation(len(window), self._seed, self._window_index)
+        self._order = perm.take(range(len(window))).tolist()
 
     def __next__(self) -> T:
         if self._window is None:
@@ -126,6 +124,7 @@ class WindowShuffleIter(IterNode[T]):
             if len(self._window) < self._window_size:
                 raise StopIteration  # The parent ended inside this window.
             self._window_start, self._window, self._span = None, None, None
+            self._reads = None
             self._window_index += 1
             self._offset = 0
             return next(self)
@@ -150,16 +149,15 @@ class WindowShuffleIter(IterNode[T]):
                 self._span = window_span(self._origins)
             if self._span is not None:
                 state["span"] = list(self._span)
-            elif self._window is not None:  # Over an interleave: what it yielded, by input.
-                yielded = self._yielded_spans()
-                if yielded is not None:
-                    state["yielded"] = yielded
-            elif self._yielded is not None:  # Restored, not read yet.
-                state["yielded"] = self._yielded
+            else:  # Over an interleave: the window's elements as read.
+                if self._reads is _UNSPANNED:
+                    self._reads = window_reads(self._origins)
+                if self._reads is not None:
+                    state["reads"] = list(self._reads)
         return state
 
     def set_state(self, state: IteratorState, /) -> None:
-        checked = state_dict(self, state, ("window_start", "window", "offset"), ("span", "yielded"))
+        checked = state_dict(self, state, ("window_start", "window", "offset"), ("span", "reads"))
         # No stream reaches window sys.maxsize // window_size: its elements are counted.
         most = sys.maxsize // self._window_size
         window_index = state_int(self, checked, "window", maximum=most)
@@ -170,17 +168,19 @@ class WindowShuffleIter(IterNode[T]):
                 f"{self!r}: state['window_start'] must be the parent's state (a dict), got "
                 f"{start!r}."
             )
-        span, yielded = checked.get("span"), checked.get("yielded")
+        span, reads = checked.get("span"), checked.get("reads")
         if span is not None:
             # Checked now: a damaged state moves nothing.
             span_positions(span, repr(self), self._window_size)
-        if yielded is not None:
-            spans_pairs(yielded, repr(self), offset)
+        if reads is not None and len(reads_pairs(reads, repr(self), self._window_size)) < offset:
+            raise InvalidStateError(
+                f"{self!r}: state['reads'] names fewer elements than the {offset} yielded."
+            )
         self._parent.set_state(start)
         self._window_start, self._window_index, self._offset = start, window_index, offset
         self._window, self._origins, self._origin = None, [], None
         self._span = list(span) if isinstance(span, list) else None
-        self._yielded = list(yielded) if isinstance(yielded, list) else None
+        self._reads = list(reads) if isinstance(reads, list) else None
 
     def __repr__(self) -> str:
         return (

@@ -12,9 +12,12 @@ parent's one-int origins of its elements, in the order they were read):
 
 When the elements come from an interleave of streams, their origins are two ints (the
 stream's input and the element's position in it) and no `span` is written; the state
-names instead the elements yielded (`yielded`: `[[input, span], ...]`, a `span` of
-positions per input, ascending inputs), which resharding hands to the interleave's new
-owners to skip (`chute_samplers.internal.OPEN_STREAMS`).
+names instead the window's elements as they were read (`reads`: `[[[input, span], ...],
+order]`, a `span` of positions per input, ascending inputs, and `order`, base64 of one
+index into those inputs per element in the order read). Like `span`, it is written
+once per window. Resharding takes the first `offset` of the window's permutation and
+hands what they name to the interleave's new owners to skip
+(`chute_samplers.internal.OPEN_STREAMS`).
 
 Resharded, the process's position is its parent's at the window's start, so the window
 goes back to be read; the elements it already yielded, the first `offset` of the
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -49,8 +53,10 @@ __all__ = [
     "WindowStates",
     "input_spans",
     "positions_span",
+    "reads_pairs",
     "span_positions",
     "spans_pairs",
+    "window_reads",
     "window_span",
 ]
 
@@ -58,8 +64,8 @@ MAX_SPAN_BITS = 1 << 24
 """The most positions a `span`'s bitmask may cover (a bound on untrusted input)."""
 
 _START, _WINDOW, _OFFSET, _SPAN = "window_start", "window", "offset", "span"
-_YIELDED = "yielded"
-_KEYS = {_START, _WINDOW, _OFFSET, _SPAN, _YIELDED}
+_READS = "reads"
+_KEYS = {_START, _WINDOW, _OFFSET, _SPAN, _READS}
 
 
 def window_span(origins: Sequence[tuple[int, ...] | None]) -> list[Any] | None:
@@ -93,6 +99,83 @@ def input_spans(origins: Sequence[tuple[int, ...] | None]) -> list[Any] | None:
             return None
         spans.append([number, span])
     return spans
+
+
+def window_reads(origins: Sequence[tuple[int, ...] | None]) -> list[Any] | None:
+    """The `reads` of a window whose elements had two-int `origins`, in the order read.
+
+    None: other origins, or an input's positions not ascending. Once per window, in
+    numpy (a window holds thousands of elements).
+
+    Example:
+        >>> window_reads([(3, 0), (1, 4), (3, 1)])
+        [[[1, [4, 1]], [3, [0, 2]]], 'AQAB']
+    """
+    try:  # None, or an origin of another kind, fails here.
+        if not origins or set(map(len, origins)) != {2}:  # type: ignore[arg-type]
+            return None
+        flat = np.fromiter(itertools.chain.from_iterable(origins), np.int64)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    numbers, positions = flat[0::2], flat[1::2]
+    inputs = np.array(sorted(set(numbers.tolist())), np.int64)  # Few: faster than a sort.
+    spans: list[Any] = []
+    for number in inputs.tolist():
+        own = positions[numbers == number]
+        if len(own) > 1 and np.any(own[1:] <= own[:-1]):
+            return None  # Not a stream read in order.
+        spans.append([number, _array_span(own)])
+    order = np.searchsorted(inputs, numbers).astype(np.uint8 if len(inputs) <= 256 else np.uint16)
+    return [spans, base64.b64encode(order.tobytes()).decode()]
+
+
+def _array_span(positions: np.ndarray) -> list[Any]:
+    """`positions_span` of ascending positions given as an array."""
+    first, count = int(positions[0]), len(positions)
+    if int(positions[-1]) - first + 1 == count:
+        return [first, count]
+    bits = np.zeros(int(positions[-1]) - first + 1, dtype=bool)
+    bits[positions - first] = True
+    return [first, count, base64.b64encode(np.packbits(bits, bitorder="little").tobytes()).decode()]
+
+
+def reads_pairs(reads: object, owner: str, limit: int = MAX_SPAN_BITS) -> list[tuple[int, int]]:
+    """What `window_reads` wrote: `(input, position)` per element, in the order read.
+
+    Raises:
+        InvalidStateError: damaged (the message says how), or naming more than `limit`.
+
+    Example:
+        >>> reads_pairs([[[1, [4, 1]], [3, [0, 2]]], "AQAB"], "state")
+        [(3, 0), (1, 4), (3, 1)]
+    """
+    if isinstance(reads, list) and len(reads) == 2 and isinstance(reads[1], str):
+        by_input = spans_pairs(reads[0], owner, limit)
+        inputs = list(by_input)
+        total = sum(len(p) for p in by_input.values())
+        try:
+            raw = base64.b64decode(reads[1], validate=True) if len(reads[1]) <= limit * 3 else b""
+        except (binascii.Error, ValueError):
+            raw = b""
+        dtype = np.uint8 if len(inputs) <= 256 else np.uint16
+        if total and len(raw) == total * np.dtype(dtype).itemsize:
+            order = np.frombuffer(raw, dtype)
+            counts = np.bincount(order, minlength=len(inputs))
+            if len(counts) == len(inputs) and all(
+                counts[at] == len(by_input[number]) for at, number in enumerate(inputs)
+            ):
+                taken = dict.fromkeys(inputs, 0)
+                pairs: list[tuple[int, int]] = []
+                for at in order.tolist():
+                    number = inputs[at]
+                    pairs.append((number, int(by_input[number][taken[number]])))
+                    taken[number] += 1
+                return pairs
+    raise InvalidStateError(
+        f"{owner}: state['reads'] is [[[input, span], ...], order] (the window's elements "
+        "by input, and base64 of one index into those inputs per element, as many as they "
+        f"name), got {reads!r:.200}."
+    )
 
 
 def spans_pairs(spans: object, owner: str, limit: int = MAX_SPAN_BITS) -> dict[int, np.ndarray]:
@@ -203,34 +286,37 @@ class WindowStates:
         del scale  # The window's number only seeds its permutation.
         return {_START: inner, _WINDOW: state[_WINDOW], _OFFSET: 0}
 
-    def yielded(self, state: Mapping[str, Any], params: Mapping[str, Any]) -> dict[int, np.ndarray]:
+    def yielded(self, state: Mapping[str, Any], params: Mapping[str, Any]) -> dict[int, list[int]]:
         """Of a window over an interleave: the positions yielded, by the parent's input.
+
+        `params` are the stage's (`window_size`, `seed`).
 
         Raises:
             InvalidStateError: a damaged state, or elements yielded from a window whose
                 elements the state does not name.
         """
-        offset = state.get(_OFFSET)
-        if type(offset) is not int or offset < 0:
-            raise InvalidStateError(
-                f"a window shuffle's offset is an int >= 0, got {offset!r:.40}."
-            )
+        offset, window = _counters(state)
         if not offset:
             return {}
-        if _YIELDED not in state:
+        if _READS not in state:
             raise InvalidStateError(
                 f"the window shuffle stopped inside a window ({offset} elements yielded) over "
-                "an interleave, whose elements its state does not name ('yielded'): they "
-                "have no (input, position) origins; save again at a window boundary."
+                "an interleave, whose elements its state does not name ('reads'): they have "
+                "no (input, position) origins."
             )
-        found = spans_pairs(state[_YIELDED], "a window shuffle", offset)
-        if sum(len(p) for p in found.values()) != offset:
+        size = _window_size(params)
+        pairs = reads_pairs(state[_READS], "a window shuffle", size)
+        if offset > len(pairs):
             raise InvalidStateError(
-                f"the window shuffle's state names {sum(len(p) for p in found.values())} "
-                f"elements yielded, but its offset is {offset}."
+                f"the window shuffle's state names {len(pairs)} elements in its window and "
+                f"yielded {offset}."
             )
-        del params
-        return found
+        order = Permutation(len(pairs), int(params["seed"]), window).take(range(offset))
+        found: dict[int, list[int]] = {}
+        for at in order.tolist():
+            number, position = pairs[at]
+            found.setdefault(number, []).append(position)
+        return {number: sorted(found[number]) for number in sorted(found)}
 
     def taken(self, state: Mapping[str, Any], params: Mapping[str, Any]) -> list[int]:
         """The parent's positions of the window's elements already yielded, ascending.
@@ -241,12 +327,7 @@ class WindowStates:
             InvalidStateError: a damaged state, or elements yielded from a window whose
                 positions the state does not name.
         """
-        offset, window = state.get(_OFFSET), state.get(_WINDOW)
-        if type(offset) is not int or type(window) is not int or offset < 0 or window < 0:
-            raise InvalidStateError(
-                f"a window shuffle's window and offset are ints >= 0, got {window!r:.40} and "
-                f"{offset!r:.40}."
-            )
+        offset, window = _counters(state)
         if not offset:
             return []
         if _SPAN not in state:
@@ -256,9 +337,7 @@ class WindowStates:
                 "to reshard it, or its elements have no one-int origins; save again at a "
                 "window boundary."
             )
-        size = params.get("window_size")
-        if type(size) is not int:
-            raise InvalidStateError(f"a window shuffle's window_size is an int, got {size!r:.40}.")
+        size = _window_size(params)
         positions = span_positions(state[_SPAN], "a window shuffle", size)
         if not offset <= len(positions) <= size:
             raise InvalidStateError(
@@ -267,6 +346,24 @@ class WindowStates:
             )
         order = Permutation(len(positions), int(params["seed"]), window).take(range(offset))
         return sorted(positions[order].tolist())
+
+
+def _counters(state: Mapping[str, Any]) -> tuple[int, int]:
+    """A window state's (offset, window), checked."""
+    offset, window = state.get(_OFFSET), state.get(_WINDOW)
+    if type(offset) is not int or type(window) is not int or offset < 0 or window < 0:
+        raise InvalidStateError(
+            f"a window shuffle's window and offset are ints >= 0, got {window!r:.40} and "
+            f"{offset!r:.40}."
+        )
+    return offset, window
+
+
+def _window_size(params: Mapping[str, Any]) -> int:
+    size = params.get("window_size")
+    if type(size) is not int:
+        raise InvalidStateError(f"a window shuffle's window_size is an int, got {size!r:.40}.")
+    return size
 
 
 WINDOW_STATES = WindowStates()

@@ -12,6 +12,8 @@ import-linter contract forbids `chute_samplers._x` from outside).
   `shard_global` and `shard_locals` turn a shard's positions into global ones and back.
 - `OPEN_STREAMS`: the layout of an interleave's state (its next input, the streams open
   in part), for resharding.
+- `REPEAT_STATES`: the layout of a stream repeat's state (its epoch, the parent's state
+  and, resharded, the parent's states of later epochs), for resharding.
 - `MIX_STATES`: the layout of a mixture's state, for resharding each component.
 - `WINDOW_STATES`: the layout of a window shuffle's state, and the positions its current
   window yielded, for resharding; `window_span` and `span_positions` write and read the
@@ -42,6 +44,7 @@ from ._interleave_states import OPEN_STREAMS
 from ._mix_iter import MIX_STATES
 from ._node import consecutive
 from ._positions import READER_POSITIONS
+from ._repeat_states import REPEAT_STATES
 from ._shard_globals import first_position, residue, shard_global, shard_locals
 from ._span import Span, read_span, reader_name
 from ._window_states import WINDOW_STATES, span_positions, window_span
@@ -51,6 +54,7 @@ __all__ = [
     "MIX_STATES",
     "OPEN_STREAMS",
     "READER_POSITIONS",
+    "REPEAT_STATES",
     "RNG_OP",
     "WINDOW_STATES",
     "Frontier",

@@ -300,16 +300,19 @@ class InterleaveFactory:
         cycle_length: int,
         stage: Stage,
         before: tuple[Stage, ...] = (),
+        positions: bool | None = None,
     ) -> None:
-        self.parents, self.cycle_length, self.stage = tuple(parents), cycle_length, stage
-        self.before = before
+        # A list is kept as a tuple; a lazy sequence (streams by position) as it is.
+        self.parents = tuple(parents) if isinstance(parents, list | tuple) else parents
+        self.cycle_length, self.stage, self.before = cycle_length, stage, before
+        self.positions = positions  # Whether the streams' origins are positions.
 
     @property
     def stages(self) -> tuple[Stage, ...]:
         return (*self.before, self.stage)
 
     def __call__(self) -> CheckpointableIterator[Any]:
-        iterator = InterleaveIter(list(self.parents), self.cycle_length)
+        iterator = InterleaveIter(self.parents, self.cycle_length, self.positions)
         return timed(iterator, "interleave")  # type: ignore[no-any-return]
 
 

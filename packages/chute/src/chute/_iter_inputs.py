@@ -15,9 +15,9 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, overload
 
-from chute_core import DROPPED, CheckpointableIterator, StageTraits
+from chute_core import DROPPED, CheckpointableIterator, StageTraits, stage_traits
 
 from ._args import check_int
 from ._factories import Factory, InterleaveFactory, JoinFactory, SourceFactory
@@ -84,12 +84,13 @@ def join_factory(
 
 
 def interleave_factory(datasets: Any, cycle_length: int) -> tuple[InterleaveFactory, list[Any]]:
-    """The factory of `IterDataset.interleave(datasets, cycle_length)`, and its inputs.
+    """The factory of `IterDataset.interleave(datasets, cycle_length)`, and its parents.
 
     A `MapDataset` of streams that takes a shard of them (`files.shard(i, n).map(open)`)
     is described by its stages, the same on every process but for the shard index, so
-    the pipeline reshards; its streams are read by position (a position a filter
-    dropped has none). Other lists are described by their streams, one by one.
+    the pipeline reshards; it is read lazily, by position (a position a filter dropped
+    has no stream), so many files cost nothing until opened. Other lists are read at
+    once and described by their streams, one by one.
 
     Example:
         >>> import chute
@@ -97,21 +98,70 @@ def interleave_factory(datasets: Any, cycle_length: int) -> tuple[InterleaveFact
         >>> [s.op for s in interleave_factory(files, 2)[0].stages]
         ['source', 'shard', 'map', 'interleave']
     """
+    cycle_length = check_int(cycle_length, "cycle_length", "IterDataset.interleave", minimum=1)
     listing: tuple[Stage, ...] = ()
     if hasattr(datasets, "to_iter_dataset"):
         listing = tuple(getattr(datasets, "_stages", ()))
-    by_position = has_stage(listing, _shards)
-    parts: list[Any] = (
-        [datasets[k] for k in range(len(datasets))] if by_position else list(datasets)
-    )
-    factories = [None if p is DROPPED else factory_of(p) for p in parts]
-    sharded = any(f is not None and has_stage(f.stages, _shards) for f in factories)
-    before = listing if by_position and not sharded else ()
-    cycle_length = check_int(cycle_length, "cycle_length", "IterDataset.interleave", minimum=1)
-    inputs = () if before else tuple(f.stages for f in factories if f is not None)
+    if has_stage(listing, _shards):
+        streams = _StreamsByPosition(datasets)
+        first = streams[0] if len(streams) else None  # The streams are of one kind.
+        if first is None or not has_stage(first.stages, _shards):
+            item = Stage("interleave", (("cycle_length", repr(cycle_length)),), ())
+            # Whether a window shuffle after it can name its elements (None: no stream).
+            positions = None if first is None else _by_position(first.stages)
+            factory = InterleaveFactory(streams, cycle_length, item, listing, positions)
+            return factory, [datasets]
+    parts = list(datasets)  # Read once: a MapDataset of streams makes them anew.
+    factories = [factory_of(p) for p in parts]
+    inputs = tuple(f.stages for f in factories)
     item = Stage("interleave", (("cycle_length", repr(cycle_length)),), inputs)
-    factory = InterleaveFactory(factories, cycle_length, item, before)
-    return factory, [p for p in parts if p is not DROPPED]
+    return InterleaveFactory(factories, cycle_length, item), parts
+
+
+class _StreamsByPosition(Sequence[Factory | None]):
+    """The factories of a `MapDataset` of streams, made when asked for, by position.
+
+    None at a position a filter dropped.
+    """
+
+    def __init__(self, datasets: Any) -> None:
+        self._datasets, self._length = datasets, len(datasets)
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Factory | None: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Factory | None]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self[k] for k in range(*index.indices(self._length))]
+        item = self._datasets[index]
+        return None if item is DROPPED else factory_of(item)
+
+
+def _by_position(stages: Sequence[Stage]) -> bool:
+    """Whether a stream's elements have its reader's position as their origin.
+
+    A `MapDataset` read in order (`to_iter_dataset`), with only stages after it that
+    keep positions one for one (maps, filters, prefetching).
+    """
+    begins = [n for n, item in enumerate(stages) if stage_traits(item.op).begins_stream]
+    if len(begins) != 1 or stage_traits(stages[begins[0]].op).opens:
+        return False
+    return all(_keeps_origin(stage_traits(item.op)) for item in stages[begins[0] + 1 :])
+
+
+def _keeps_origin(traits: StageTraits) -> bool:
+    return (
+        traits.keeps_positions
+        and traits.groups is None
+        and traits.chunk is None
+        and not (traits.splits or traits.holds or traits.merges or traits.repeats or traits.chooses)
+    )
 
 
 def _shards(traits: StageTraits) -> bool:
