@@ -400,3 +400,36 @@ def test_a_window_over_streams_without_positions_is_refused_when_checked(open_fi
     # Without the window, such streams reshard: each continues from its own state.
     plain = iter(chute.IterDataset.interleave(files, cycle_length=2))
     chute.checkpoint.check_reshardable(plain)
+
+
+def test_records_another_host_delivered_are_not_read_again():
+    read = []
+
+    def counted(x):
+        read.append(x)
+        return x
+
+    def make(index, count):
+        def open_file(number):
+            return chute.MapDataset.range(number * 100, number * 100 + 50).map(counted)
+
+        files = (
+            chute.MapDataset.range(12)
+            .shard(index, count)
+            .map(lambda f: open_file(f).to_iter_dataset())
+        )
+        return chute.IterDataset.interleave(files, cycle_length=2).window_shuffle(40, seed=1)
+
+    olds = [iter(make(i, 2)) for i in range(2)]
+    head = [x for it in olds for x in itertools.islice(it, 30)]  # Inside each first window.
+    documents = [make_document(it, i, 2) for i, it in enumerate(olds)]
+    read.clear()
+    news = [iter(make(k, 3)) for k in range(3)]
+    for it, document in zip(news, reshard(documents, 3), strict=True):
+        apply_document(it, document)
+    rest = [x for it in news for x in it]
+    assert sorted(head + rest) == [x for f in range(12) for x in range(f * 100, f * 100 + 50)]
+    # Of the 60 records delivered, those that begin where a file's reader stands are
+    # skipped by moving the reader past them, not read again (the others are read and
+    # left out); every record not delivered is read once.
+    assert 540 <= len(read) < 600

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import chute
 from chute_checkpoint import ReshardError, apply_document, make_document, reshard
+from chute_samplers.internal import REPEAT_ENDED
 
 COUNTS = st.integers(1, 8)
 
@@ -170,3 +171,25 @@ def test_a_repeat_of_an_interleave_of_files_is_refused():
     it = iter(chute.IterDataset.interleave(files, cycle_length=2).repeat(2))
     with pytest.raises(ReshardError, match=r"stage 4 \(repeat\) reads again the interleave"):
         chute.checkpoint.check_reshardable(it)
+
+
+def test_a_process_with_an_empty_shard_does_not_hold_the_epochs_back():
+    # An endless repeat of an empty shard ends; the others' epochs go on without it, so
+    # the new states list no epochs ahead for it.
+    def make(index, count):
+        return chute.MapDataset.range(2).shard(index, count).to_iter_dataset().repeat()
+
+    olds = [iter(make(i, 3)) for i in range(3)]
+    head = [p for it in olds for p in _by_epoch(it, 200)]
+    documents = [make_document(it, i, 3) for i, it in enumerate(olds)]
+    news = reshard(documents, 3)
+    assert all("ahead" not in d["state"] for d in news)
+    assert [d["state"]["epoch"] for d in documents][2] == REPEAT_ENDED
+    rest = [p for k, d in enumerate(news) for p in _by_epoch(_restored(make, k, 3, d), until=203)]
+    assert sorted(head + rest) == [(e, x) for e in range(203) for x in range(2)]
+
+
+def _restored(make, index, count, document):
+    it = iter(make(index, count))
+    apply_document(it, document)
+    return it

@@ -4,6 +4,7 @@ import pytest
 
 from chute_core import InvalidStateError
 from chute_samplers import RepeatIter, SequentialIter
+from chute_samplers.internal import REPEAT_ENDED as ENDED
 from chute_testing import assert_resumes
 
 
@@ -45,6 +46,8 @@ def test_a_resharded_repeat_resumes_everywhere():
         ({"position": 1}, "must list the parent's states of later epochs"),
         ([{"position": 0}, 5], "must list the parent's states of later epochs"),
         ([{"position": 0}] * 3, "lists 3 epochs after epoch 1, past the last of 4"),
+        ([{"position": "x"}], "must be an int"),  # Each epoch's state is tried at once.
+        ([{"bogus": 1}], "bogus"),
     ],
 )
 def test_epochs_ahead_that_cannot_be_are_refused_before_moving(ahead, match):
@@ -54,3 +57,13 @@ def test_epochs_ahead_that_cannot_be_are_refused_before_moving(ahead, match):
     with pytest.raises(InvalidStateError, match=match):
         it.set_state({"epoch": 1, "parent": {"position": 2}, "ahead": ahead})
     assert it.get_state() == before
+
+
+def test_an_endless_repeat_of_nothing_ends_and_says_so():
+    it = RepeatIter(SequentialIter([]), None)
+    assert list(it) == []
+    assert it.get_state()["epoch"] == ENDED
+    again = RepeatIter(SequentialIter([]), None)
+    again.set_state(it.get_state())
+    assert list(again) == []
+    assert again.get_state()["epoch"] == ENDED

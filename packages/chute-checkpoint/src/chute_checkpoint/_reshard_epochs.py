@@ -30,6 +30,7 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from chute_samplers.internal import REPEAT_ENDED as ENDED
 from chute_samplers.internal import REPEAT_STATES, Frontier, first_position
 
 from ._errors import ReshardError
@@ -90,15 +91,20 @@ def epochs_read(
             read.append((epoch, [repeat["parent"]], ahead))
         except ValueError as error:
             raise ReshardError(f"{where} {shard}: {error}") from None
-    low = min(epoch for epoch, _, _ in read)
-    high = max(epoch + len(ahead) for epoch, _, ahead in read)
-    if last is not None:  # No epoch after the last (all ended: the one they stand in).
-        high = max(low, min(high, last))
+    # A shard that ended read all of every epoch: it does not hold the others back. Past
+    # the last epoch of a finite repeat, it consumed every epoch up to the last; an
+    # endless repeat ends only on a shard with nothing in it.
+    ended = [epoch > (last if last is not None else ENDED - 1) for epoch, _, _ in read]
+    live = [entry for entry, done in zip(read, ended, strict=True) if not done]
+    low = min(epoch for epoch, _, _ in live or read)
+    high = max(epoch + len(ahead) for epoch, _, ahead in live) if live else low
+    if last is not None and live:  # Every epoch to the last if a shard ended, none after.
+        high = last if any(ended) else min(high, last)
     epochs: list[tuple[int, list[tuple[int | None, Any]]]] = []
     for epoch in range(low, high + 1):
         shards: list[tuple[int | None, Any]] = []
-        for own, parent, ahead in read:
-            if epoch < own:
+        for (own, parent, ahead), done in zip(read, ended, strict=True):
+            if epoch < own or (done and live):
                 shards.append((END, None))
             elif epoch == own:
                 shards.append((None, parent[0]))

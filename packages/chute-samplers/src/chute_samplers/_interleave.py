@@ -174,14 +174,15 @@ class InterleaveIter(IterNode[T]):
             if slot is None:
                 if self._pending:
                     number, stream, _ = self._pending.pop(0)
-                    self._slots[self._cursor] = (number, stream)
+                    self._slots[self._cursor] = (number, self._past_skips(number, stream))
                 elif self._next_input < len(self._inputs):
                     number = self._next_input
                     self._next_input += 1
                     self._skip_opened()
                     item = self._inputs[number]
                     if item is not None:  # Else no stream: the next one.
-                        self._slots[self._cursor] = (number, self._open(number, None, item))
+                        stream = self._open(number, None, item)
+                        self._slots[self._cursor] = (number, self._past_skips(number, stream))
                 else:
                     self._cursor = (self._cursor + 1) % self._cycle_length
                 continue
@@ -197,6 +198,30 @@ class InterleaveIter(IterNode[T]):
             self._cursor = (self._cursor + 1) % self._cycle_length
             self._last = slot
             return element
+
+    def _past_skips(
+        self, number: int, stream: CheckpointableIterator[T]
+    ) -> CheckpointableIterator[T]:
+        """`stream` moved past the positions to skip that start where it stands.
+
+        Only a reader's `{"position": p}` state: the records at `p`, `p + 1`, ... that
+        another process delivered are then left out without being read.
+        """
+        skips = self._skips.get(number)
+        if not skips:
+            return stream
+        state = stream.get_state()
+        if set(state) != {"position"} or type(state["position"]) is not int:
+            return stream
+        at = state["position"]
+        while at in skips:
+            skips.discard(at)
+            at += 1
+        if at != state["position"]:
+            stream.set_state({"position": at})
+        if not skips:
+            del self._skips[number]
+        return stream
 
     def _skipped(self, slot: tuple[int, CheckpointableIterator[T]]) -> bool:
         """Whether the element just read from `slot` is one to skip (and forgets it)."""

@@ -19,7 +19,10 @@ from ._mix_iter import check_iterator
 from ._repeat import RepeatMap
 from ._repeat_states import AHEAD
 
-__all__ = ["REPEAT", "RepeatIter"]
+__all__ = ["ENDED", "REPEAT", "RepeatIter"]
+
+ENDED = sys.maxsize
+"""The epoch of an endless repeat that ended (its parent had no element)."""
 
 T = TypeVar("T")
 
@@ -35,7 +38,8 @@ class RepeatIter(IterNode[T]):
     once, even when endless.
 
     The state is `{"epoch": e, "parent": <the parent's state>}`, `e` in `[0,
-    num_epochs]` (`num_epochs` once the stream has ended). The `origin` of an
+    num_epochs]` (`num_epochs` once the stream has ended; `ENDED`, `sys.maxsize`, once an
+    endless one has). The `origin` of an
     element is `(epoch,) + <its origin in the parent>`, so a random map after the
     repeat draws anew each epoch. Resharded to another process count
     (`chute_checkpoint.reshard`), a state may also list the parent's states for the
@@ -77,12 +81,13 @@ class RepeatIter(IterNode[T]):
         return None if inner is None else (self._epoch, *inner)
 
     def __next__(self) -> T:
-        while self._num_epochs is None or self._epoch < self._num_epochs:
+        end = ENDED if self._num_epochs is None else self._num_epochs
+        while self._epoch < end:
             try:
                 element = next(self._parent)
             except StopIteration:
                 if not self._yielded:  # A whole epoch without an element: stop.
-                    self._epoch = self._num_epochs if self._num_epochs is not None else 0
+                    self._epoch = end
                     raise
                 self._epoch += 1
                 self._yielded = False
@@ -119,7 +124,14 @@ class RepeatIter(IterNode[T]):
                 f"{self!r}: state['ahead'] lists {len(ahead)} epochs after epoch {epoch}, "
                 f"past the last of {self._num_epochs}."
             )
-        self._parent.set_state(state_parent(self, checked))
+        previous = self._parent.get_state()
+        try:  # Each epoch's state is tried now: a damaged one moves nothing.
+            for later in ahead:
+                self._parent.set_state(cast(IteratorState, later))
+            self._parent.set_state(state_parent(self, checked))
+        except BaseException:
+            self._parent.set_state(previous)
+            raise
         self._epoch, self._ahead = epoch, [cast(IteratorState, a) for a in ahead]
         self._yielded = checked["parent"] != self._start
 

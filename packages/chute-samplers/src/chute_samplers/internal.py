@@ -13,7 +13,8 @@ import-linter contract forbids `chute_samplers._x` from outside).
 - `OPEN_STREAMS`: the layout of an interleave's state (its next input, the streams open
   in part), for resharding.
 - `REPEAT_STATES`: the layout of a stream repeat's state (its epoch, the parent's state
-  and, resharded, the parent's states of later epochs), for resharding.
+  and, resharded, the parent's states of later epochs), for resharding; `REPEAT_ENDED`:
+  the epoch of an endless repeat that ended.
 - `MIX_STATES`: the layout of a mixture's state, for resharding each component.
 - `WINDOW_STATES`: the layout of a window shuffle's state, and the positions its current
   window yielded, for resharding; `window_span` and `span_positions` write and read the
@@ -44,6 +45,7 @@ from ._interleave_states import OPEN_STREAMS
 from ._mix_iter import MIX_STATES
 from ._node import consecutive
 from ._positions import READER_POSITIONS
+from ._repeat_iter import ENDED as REPEAT_ENDED
 from ._repeat_states import REPEAT_STATES
 from ._shard_globals import first_position, residue, shard_global, shard_locals
 from ._span import Span, read_span, reader_name
@@ -54,6 +56,7 @@ __all__ = [
     "MIX_STATES",
     "OPEN_STREAMS",
     "READER_POSITIONS",
+    "REPEAT_ENDED",
     "REPEAT_STATES",
     "RNG_OP",
     "WINDOW_STATES",
