@@ -13,14 +13,14 @@ comes once.
 
 A window shuffle after the interleave counts as stopped at its window's start (its
 state holds the interleave's state there), so the window goes back to be read; the
-elements it already yielded are named by their stream and position in it (`yielded`),
-and go, by stream, to the new owner of the stream, which leaves them out when it reads
-it (the interleave's `skips`).
+elements it already yielded are named by their stream and position in it (the
+window's `reads`), and go, by stream, to the new owner of the stream, which leaves them
+out when it reads it (the interleave's `skips`).
 
-What a state keeps stays bounded: the open streams of every old process, at most
-`cycle_length` each, what was still pending from an earlier reshard, and at most a
-window of positions to skip per old process; a pending stream goes once its new owner
-opens it, a position to skip once it is read.
+What a state keeps stays bounded: the open and pending streams (at most `cycle_length`
+times the largest process count of the run) and the positions to skip (a window per old
+process when processes read a window between reshards); a pending stream goes once its
+new owner opens it, a position to skip once it is read.
 
 Example:
     >>> olds = [{"cursor": 0, "next_input": 2, "slots": [{"input": 1, "state": {"p": 3}}]},

@@ -51,7 +51,6 @@ __all__ = [
     "MAX_SPAN_BITS",
     "WINDOW_STATES",
     "WindowStates",
-    "input_spans",
     "positions_span",
     "reads_pairs",
     "span_positions",
@@ -76,29 +75,6 @@ def window_span(origins: Sequence[tuple[int, ...] | None]) -> list[Any] | None:
             return None
         positions.append(origin[0])
     return positions_span(positions)
-
-
-def input_spans(origins: Sequence[tuple[int, ...] | None]) -> list[Any] | None:
-    """Two-int origins `(input, position)` as `[[input, span], ...]` (None: other origins).
-
-    In any order; an origin named twice is named once.
-
-    Example:
-        >>> input_spans([(3, 1), (1, 4), (3, 0)])
-        [[1, [4, 1]], [3, [0, 2]]]
-    """
-    by_input: dict[int, list[int]] = {}
-    for origin in origins:
-        if origin is None or len(origin) != 2:
-            return None
-        by_input.setdefault(origin[0], []).append(origin[1])
-    spans: list[Any] = []
-    for number in sorted(by_input):
-        span = positions_span(sorted(set(by_input[number])))
-        if span is None:
-            return None
-        spans.append([number, span])
-    return spans
 
 
 def window_reads(origins: Sequence[tuple[int, ...] | None]) -> list[Any] | None:
@@ -179,7 +155,9 @@ def reads_pairs(reads: object, owner: str, limit: int = MAX_SPAN_BITS) -> list[t
 
 
 def spans_pairs(spans: object, owner: str, limit: int = MAX_SPAN_BITS) -> dict[int, np.ndarray]:
-    """What `input_spans` wrote: the positions of each input; `InvalidStateError` if damaged.
+    """`[[input, span], ...]` (as `window_reads` writes): each input's positions.
+
+    Raises `InvalidStateError` if damaged.
 
     `limit`: the most positions they may name in all.
 
