@@ -7,6 +7,11 @@ fixed configuration (the best of 0, 1 and 2 workers, measured in the same call),
 over those 10 s it does no worse than a fixed 0 workers (>= 1.0x), the default before
 the autotuner became it (`track_ratio_autotuned_to_default` keeps its name).
 
+A loop over epochs makes a new iterator each epoch, which starts where the last one's
+tuning settled, on the workers it left parked: `track_ratio_next_iterator_to_best_fixed`
+reads the same dataset again for `NEXT_SECONDS` right after the autotuned run, and
+divides its whole rate (its start included) by the best fixed configuration's.
+
 Each call measures every configuration afresh (parked workers of an earlier run are
 stopped first, so no run inherits another's): 4 s each for the fixed ones, 10 s for
 the autotuned one. The autotuned and the best rate are those of each run's last 3 s
@@ -31,6 +36,7 @@ from .bench_execution_workers import IMAGES, crop_flip, image_of, normalise, wri
 FIXED_SECONDS = 4.0
 TUNED_SECONDS = 10.0
 LATE_SECONDS = 3.0  # The rates compared with the best: the last 3 s of each run.
+NEXT_SECONDS = 4.0  # The next iterator's run (LATE_SECONDS of it are timed separately).
 EPOCHS = 200  # More than any run reads.
 
 
@@ -88,20 +94,27 @@ class RuntimeAutotune:
         chute.stop_idle_workers()
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    def _rates(self, workers: int, autotune: Any, seconds: float) -> tuple[float, float]:
-        """Images per second over the whole run and over its last `LATE_SECONDS`."""
-        chute.stop_idle_workers()
+    def _dataset(self, workers: int, autotune: Any) -> chute.IterDataset:
         options = chute.MultiprocessingOptions(workers, autotune=autotune)
-        iterator = iter(self.pipeline.mp_prefetch(options, chunk_size=128).batch(128))
-        return timed_rates(iterator, seconds, len)
+        return self.pipeline.mp_prefetch(options, chunk_size=128).batch(128)
 
-    def _measure(self) -> tuple[float, float]:
-        """(autotuned late rate / best fixed rate, autotuned whole rate / default rate)."""
-        fixed = {workers: self._rates(workers, False, FIXED_SECONDS) for workers in (0, 1, 2)}
-        tuned = chute.AutotuneOptions(max_workers=2)
-        whole, late = self._rates(0, tuned, TUNED_SECONDS)
+    def _rates(self, dataset: chute.IterDataset, seconds: float) -> tuple[float, float]:
+        """Images per second over the whole run and over its last `LATE_SECONDS`."""
+        return timed_rates(iter(dataset), seconds, len)
+
+    def _measure(self) -> tuple[float, float, float]:
+        """The autotuned late rate, its whole one, and the next iterator's whole one over
+        the best fixed rate, the default's and the best fixed rate."""
+        fixed = {}
+        for workers in (0, 1, 2):
+            chute.stop_idle_workers()
+            fixed[workers] = self._rates(self._dataset(workers, False), FIXED_SECONDS)
+        chute.stop_idle_workers()
+        tuned = self._dataset(0, chute.AutotuneOptions(max_workers=2))
+        whole, late = self._rates(tuned, TUNED_SECONDS)
+        following, _ = self._rates(tuned, NEXT_SECONDS)  # The last one's workers parked.
         best = max(rate for _, rate in fixed.values())
-        return late / best, whole / fixed[0][0]
+        return late / best, whole / fixed[0][0], following / best
 
     def track_ratio_autotuned_to_best_fixed(self) -> float:
         """The autotuned rate in its last 3 of 10 s over the best fixed configuration's."""
@@ -114,3 +127,9 @@ class RuntimeAutotune:
         return self._measure()[1]
 
     track_ratio_autotuned_to_default.unit = "ratio"  # type: ignore[attr-defined]
+
+    def track_ratio_next_iterator_to_best_fixed(self) -> float:
+        """A next iterator's rate over its 4 s, its start included, over the best fixed one's."""
+        return self._measure()[2]
+
+    track_ratio_next_iterator_to_best_fixed.unit = "ratio"  # type: ignore[attr-defined]

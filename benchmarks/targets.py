@@ -93,6 +93,8 @@ TARGETS: list[tuple[str, str, type, str, tuple[Any, ...], str]] = [
      autotune.RuntimeAutotune, "track_ratio_autotuned_to_best_fixed", (), ">= 0.9"),
     ("autotune", "images, autotuned from 0 workers, its first 10 s / 0 workers fixed",
      autotune.RuntimeAutotune, "track_ratio_autotuned_to_default", (), ">= 1.0"),
+    ("autotune", "images, the next iterator of the autotuned dataset, its 4 s / best fixed",
+     autotune.RuntimeAutotune, "track_ratio_next_iterator_to_best_fixed", (), ">= 0.9"),
     ("ray", "images, 2 Ray workers / 2 local workers on one host, CPU per chunk",
      ray.ImagesOnRay, "track_cpu_per_chunk_ratio_to_local", (), "<= 1.2"),
     ("ray", "images, 2 Ray workers / 2 local workers on one host, images/s",

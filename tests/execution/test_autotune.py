@@ -100,6 +100,24 @@ def test_mp_prefetch_without_a_worker_count_adds_workers_while_the_loop_waits():
     assert fixed.stats().tuning == ()
 
 
+def test_each_later_iterator_of_a_dataset_starts_where_the_last_ones_tuning_settled():
+    """A loop over epochs tunes in its first epoch; the next epochs start there."""
+    ds = _slow(1500).mp_prefetch()
+    first = ds.iter(stats=True)
+    assert list(first) == list(range(1500))
+    configs = {(d.workers, d.buffer_size) for d in first.stats().tuning}
+    second = ds.iter(stats=True)
+    assert list(second) == list(range(1500))
+    start = second.stats().tuning[0]
+    assert start.reason == "warm start" and start.seconds == 0.0
+    assert (start.workers, start.buffer_size) in configs | {(0, 2)}
+    assert f"autotune at {start}" in str(second.stats())
+    # Another dataset (even of the same pipeline) tunes from its own start.
+    other = _slow(1500).mp_prefetch().iter(stats=True)
+    assert list(other) == list(range(1500))
+    assert other.stats().tuning[0].reason == "more workers"
+
+
 def test_grain_spelled_options_keep_grains_default_and_the_pipeline_says_when_it_tunes():
     import chute.grain as grain
 

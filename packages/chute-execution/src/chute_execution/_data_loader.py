@@ -41,6 +41,7 @@ from ._mp_options import MultiprocessingOptions
 from ._planner import BatchSpec, PlanStep, WorkerPlan, plan_workers
 from ._ray_options import RayOptions
 from ._read_options import ReadOptions
+from ._tuning_memory import TuningMemory
 
 __all__ = ["DataLoader"]
 
@@ -178,7 +179,8 @@ class DataLoader:
             tell what was left out, and its state records them.
         autotune: change the workers and their buffers while the loader runs, from
             `worker_count` and `worker_buffer_size` on (see
-            `MultiprocessingOptions.autotune`); never the output.
+            `MultiprocessingOptions.autotune`); never the output. Each new iterator
+            of the loader starts where the last one's tuning settled.
 
     Example:
         >>> from chute_samplers import IndexSampler, NoSharding
@@ -260,6 +262,7 @@ class DataLoader:
             )
         self.error_budget = error_budget
         self._seed = 0 if sampler.seed is None else sampler.seed
+        self._tuning_memory = TuningMemory()  # Each iterator's tuner starts where the last settled.
         self._chunk_ops, self._tail = self._compile(list(operations))
         self._operations = tuple(operations)
 
@@ -351,7 +354,8 @@ class DataLoader:
         return f"DataLoader(worker_count={self.options.num_workers})"
 
     def __iter__(self) -> IterNode[Any]:
-        result: IterNode[Any] = self.plan().build()
+        plan = dataclasses.replace(self.plan(), tuning_memory=self._tuning_memory)
+        result: IterNode[Any] = plan.build()
         result.chute_pipeline = self.description()  # type: ignore[attr-defined]
         result.chute_stage_traits = self.stage_traits()  # type: ignore[attr-defined]
         return result

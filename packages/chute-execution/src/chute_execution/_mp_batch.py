@@ -27,6 +27,7 @@ from ._chunk_plan import ChunkPlan, Unstacked, outputs_before
 from ._mp_options import MultiprocessingOptions
 from ._mp_prefetch import MultiprocessPrefetchIter
 from ._ray_options import RayOptions
+from ._tuning_memory import TuningMemory
 from ._worker_pool import WorkerDiedError, WorkerTimeoutError
 
 __all__ = ["MultiprocessBatchIter", "chunk_iterator"]
@@ -43,6 +44,8 @@ class MultiprocessBatchIter(IterNode[Any]):
         pad: pad a short batch with zeros; every batch is then a `(batch, mask)` pair.
         worker_init_fn: called as `fn(worker_index, num_workers)` in each worker.
         caller: how messages name what runs the workers (e.g. `DataLoader(...)`).
+        tuning_memory: where the autotuner of this plan's last iterator settled (see
+            `MultiprocessPrefetchIter`).
 
     Example:
         >>> plan = ChunkPlan(range(7), chunk_size=3)
@@ -61,13 +64,14 @@ class MultiprocessBatchIter(IterNode[Any]):
         pad: bool = False,
         worker_init_fn: Callable[[int, int], Any] | None = None,
         caller: str = "mp_prefetch",
+        tuning_memory: TuningMemory | None = None,
     ) -> None:
         self._size = check_count(batch_size, "batch_size", "MultiprocessBatchIter", minimum=1)
         if drop_remainder and pad:
             raise ValueError("MultiprocessBatchIter: drop_remainder and pad contradict.")
         self._drop_remainder, self._pad = drop_remainder, pad
         self._plan = dataclasses.replace(plan, stack=True, adaptive=False)
-        self._chunks = chunk_iterator(self._plan, options, worker_init_fn, caller)
+        self._chunks = chunk_iterator(self._plan, options, worker_init_fn, caller, tuning_memory)
         self._failure: Exception | None = None  # Of the loaded chunk, after its last row.
         self._num_chunks = plan.num_chunks
         self._chunk, self._offset = 0, 0
@@ -194,6 +198,7 @@ def chunk_iterator(
     options: MultiprocessingOptions | RayOptions,
     worker_init_fn: Callable[[int, int], Any] | None = None,
     caller: str = "mp_prefetch",
+    tuning_memory: TuningMemory | None = None,
 ) -> MultiprocessPrefetchIter:
     """The iterator that runs `plan`'s chunks where `options` say: local processes or Ray.
 
@@ -206,4 +211,4 @@ def chunk_iterator(
         from ._ray_prefetch import RayPrefetchIter  # ray loads only when it is used.
 
         return RayPrefetchIter(plan, options, worker_init_fn, caller)
-    return MultiprocessPrefetchIter(plan, options, worker_init_fn, caller)
+    return MultiprocessPrefetchIter(plan, options, worker_init_fn, caller, tuning_memory)

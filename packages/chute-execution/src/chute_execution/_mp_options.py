@@ -34,9 +34,11 @@ class MultiprocessingOptions:
     runs, starting from none; give `num_workers` for a fixed count. None for either
     field means "not given". The fields hold the resolved values, so
     `dataclasses.replace(options, num_workers=4)` of default options tunes from 4
-    (pass `autotune=False` too for a fixed 4). Each new iterator tunes anew from where
-    the options start (`chute.grain.MultiprocessingOptions` keeps Grain's defaults:
-    no workers, not tuned).
+    (pass `autotune=False` too for a fixed 4). The first iterator of a dataset tunes
+    from where the options start; each later one (the next epoch's `for batch in ds`,
+    a restore) starts where the last one's tuning settled, on the workers it left
+    parked, and tunes on from there (`chute.grain.MultiprocessingOptions` keeps
+    Grain's defaults: no workers, not tuned).
 
     Attributes:
         num_workers: worker processes; 0 runs the same chunked pipeline in this process.

@@ -41,6 +41,7 @@ from ._shipping import ship
 from ._spans import SpanSchedule
 from ._transport.codec import SlabMessage
 from ._tuning import Tuning
+from ._tuning_memory import TuningMemory
 from ._unit_state import Drops, UnitStates, reading_through, split_extras
 from ._worker import WorkerFailure
 from ._worker_pool import WorkerDiedError, WorkerPool, WorkerTimeoutError
@@ -57,6 +58,8 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, UnitStates, IterNode[Any]):
         options: workers and how many chunks each may work ahead.
         worker_init_fn: called as `fn(worker_index, num_workers)` in each worker first.
         caller: what the user called, to start error messages with.
+        tuning_memory: where the autotuner of this plan's last iterator settled: an
+            autotuned iterator starts there and leaves its own settling in it.
 
     Results come back through each worker's shared-memory slabs: array bytes are never
     pickled. Large arrays (a result with 1 MiB of them or more) reach the user as
@@ -82,6 +85,7 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, UnitStates, IterNode[Any]):
         options: MultiprocessingOptions,
         worker_init_fn: Callable[[int, int], Any] | None = None,
         caller: str = "mp_prefetch",
+        tuning_memory: TuningMemory | None = None,
     ) -> None:
         self._plan, self._options, self._caller = plan, options, caller
         self._resources = _Resources()
@@ -94,7 +98,7 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, UnitStates, IterNode[Any]):
         self._failure: Exception | None = None  # Raised once the outputs before it are out.
         self._origins: Sequence[tuple[int, ...] | None] = []
         self._last_origin: tuple[int, ...] | None = None
-        self.start_tuning(options)  # Tuned: the cut is made for the most workers.
+        self.start_tuning(options, tuning_memory)  # Tuned: the cut is for the most workers.
         tuned, most = self._tuner is not None, self.most_workers()
         adaptive = plan.adaptive and most > 0
         self._spans = SpanSchedule(
@@ -110,7 +114,7 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, UnitStates, IterNode[Any]):
         self._skips: tuple[Skip, ...] = ()  # Of the current chunk, not yet charged.
         self._skip_at = sys.maxsize  # The output before which the next skip is charged.
         if self._ledger is not None:
-            self._plan = dataclasses.replace(plan, skip_errors=True)
+            self._plan = dataclasses.replace(self._plan, skip_errors=True)
             self._stages = plan.count_stages()
             self._first_stage = self._ledger.register(self._stages)
         self._trace = ConsumerTrace.active(self._plan)  # Built under `tracing`: recorded.

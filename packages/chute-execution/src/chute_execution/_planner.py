@@ -31,6 +31,7 @@ from ._chunk_plan import ChunkPlan, StreamOp
 from ._mp_batch import MultiprocessBatchIter, chunk_iterator
 from ._mp_options import MultiprocessingOptions
 from ._ray_options import RayOptions
+from ._tuning_memory import TuningMemory
 
 __all__ = [
     "BatchSpec",
@@ -144,6 +145,8 @@ class WorkerPlan:
         skip: an error budget, how many steps of `tail` it covers, and its name.
         init_fn: called as `fn(worker_index, num_workers)` in each worker.
         caller: how messages name what runs the workers, e.g. `mp_prefetch`.
+        tuning_memory: where the autotuner of the last iterator `build()` made settled:
+            the next one starts there (the workers it left parked are taken over).
 
     Example:
         >>> from chute_transforms import MapIter
@@ -159,6 +162,9 @@ class WorkerPlan:
     skip: tuple[ErrorBudget, int, str] | None = None
     init_fn: Callable[[int, int], Any] | None = None
     caller: str = "mp_prefetch"
+    tuning_memory: TuningMemory = dataclasses.field(
+        default_factory=TuningMemory, compare=False, repr=False
+    )
 
     @property
     def workers_batch(self) -> bool:
@@ -206,9 +212,11 @@ class WorkerPlan:
                 pad=spec.pad,
                 worker_init_fn=self.init_fn,
                 caller=self.caller,
+                tuning_memory=self.tuning_memory,
             )
         else:
-            iterator = chunk_iterator(self.chunks, self.options, self.init_fn, self.caller)
+            memory = self.tuning_memory
+            iterator = chunk_iterator(self.chunks, self.options, self.init_fn, self.caller, memory)
         workers = iterator
         kind = "ray_prefetch" if isinstance(self.options, RayOptions) else "mp_prefetch"
         iterator = wrap(iterator, f"{kind}(num_workers={self.options.num_workers})")

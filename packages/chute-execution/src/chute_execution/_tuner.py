@@ -14,6 +14,10 @@ opens at the last of them):
   then deeper buffers (x2); never past `AutotuneOptions`' bounds, and never so that
   workers x (buffer + 1) x the largest chunk seen exceeds the memory budget;
 - a consumer that waits less is left as it is: it is not short of input.
+
+Given a `TuningMemory`, it starts where the plan's last tuner settled (within its own
+bounds), rests the directions that one found no gain in for as long as it would have,
+and writes into it what each judged measurement kept.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ import time
 from collections.abc import Callable
 
 from ._autotune_options import AutotuneOptions, TuningDecision
+from ._tuning_memory import Config, Settled, TuningMemory
 
-__all__ = ["GAIN", "RETRY", "WAIT_SHARE", "Config", "Tuner"]
+__all__ = ["GAIN", "RETRY", "WARM_START", "WAIT_SHARE", "Config", "Tuner"]
 
 WAIT_SHARE = 0.1
 """Above this share of its time waiting for input, the consumer is short of input."""
@@ -41,8 +46,8 @@ _DIRECTIONS = {
 }
 """What the tuner tries, in this order, and how its decisions name each."""
 
-Config = tuple[int, int, int]
-"""(workers, chunks per worker ahead of the consumer, threads reading each chunk)."""
+WARM_START = "warm start"
+"""The reason of a tuner's first decision when it starts where the last one settled."""
 
 
 class Tuner:
@@ -54,6 +59,8 @@ class Tuner:
         buffer_size: the chunks per worker it starts with.
         read_threads: the read threads it starts with.
         clock: seconds, monotonic (a test may pass its own).
+        memory: where the plan's last tuner settled, and where this one writes what it
+            keeps (None: start from the arguments, remember nothing).
 
     Example:
         >>> now = [0.0]
@@ -77,6 +84,7 @@ class Tuner:
         buffer_size: int,
         read_threads: int = 0,
         clock: Callable[[], float] = time.monotonic,
+        memory: TuningMemory | None = None,
     ) -> None:
         self.options = options
         self.config: Config = (workers, buffer_size, read_threads)
@@ -92,6 +100,9 @@ class Tuner:
         self.measurements = 0
         """How many measurements it made so far."""
         self._largest = 0  # Bytes of the largest chunk seen.
+        self._memory = memory
+        if memory is not None and memory.settled is not None:
+            self._warm_start(memory.settled)
 
     def record(self, positions: int, waited: float, nbytes: int) -> Config | None:
         """One unit of `positions` reached the consumer, after `waited` s; a change or None.
@@ -133,7 +144,9 @@ class Tuner:
             self._trial = None
             if rate < before_rate * (1 + GAIN):
                 self._refused[direction] = self.measurements
+                self._remember(before, share, before_rate)
                 return self._change(before, "reverted", now, share, rate)
+        self._remember(self.config, share, rate)
         if share < WAIT_SHARE:
             return None
         for direction in _DIRECTIONS:
@@ -162,6 +175,34 @@ class Tuner:
         if step is None or step[0] * (step[1] + 1) * self._largest > self._budget():
             return None
         return step
+
+    def _warm_start(self, settled: Settled) -> None:
+        """Starts at `settled`'s configuration, if it is within this tuner's bounds."""
+        workers, buffer_size, threads = settled.config
+        options = self.options
+        within = (
+            workers <= options.workers_limit()
+            and 1 <= buffer_size <= options.max_buffer_size
+            and threads <= options.max_read_threads
+            and workers * (buffer_size + 1) * settled.largest <= self._budget()
+        )
+        if not within:  # The bounds changed since: tune from the arguments.
+            return
+        self.config, self._largest = settled.config, settled.largest
+        # A direction still resting there rests as long here: refused that long ago.
+        self._refused = {direction: left - RETRY for direction, left in settled.resting}
+        decision = TuningDecision(0.0, *self.config, WARM_START, settled.input_wait, settled.rate)
+        self.decisions.append(decision)
+
+    def _remember(self, config: Config, share: float, rate: float) -> None:
+        if self._memory is None:
+            return
+        resting = tuple(
+            (direction, RETRY - (self.measurements - at))
+            for direction, at in self._refused.items()
+            if self.measurements - at < RETRY
+        )
+        self._memory.remember(Settled(config, resting, self._largest, share, rate))
 
     def _budget(self) -> int:
         return self.options.ram_budget_mb * 2**20

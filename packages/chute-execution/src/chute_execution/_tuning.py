@@ -21,6 +21,7 @@ from ._mp_resources import Resources
 from ._shipping import ship
 from ._trace import complete_event
 from ._tuner import Config, Tuner
+from ._tuning_memory import TuningMemory
 
 if TYPE_CHECKING:
     from ._consumer_trace import ConsumerTrace
@@ -44,14 +45,22 @@ class Tuning:
     _slab_bytes = 0  # What the last unit read from shared memory held.
     _resources: Resources
 
-    def start_tuning(self, options: MultiprocessingOptions) -> None:
-        """Makes the tuner if `options` ask for one (`autotune`)."""
+    def start_tuning(self, options: MultiprocessingOptions, memory: TuningMemory | None) -> None:
+        """Makes the tuner if `options` ask for one (`autotune`), and starts where it says.
+
+        With a `memory` where an earlier iterator's tuner settled, that is where.
+        """
         autotune = getattr(options, "autotune", False)  # RayOptions have none.
         if autotune is False:
             return
         bounds = AutotuneOptions() if autotune is True else autotune
         start = (options.num_workers, options.per_worker_buffer_size, self._plan.read_threads)
-        self._tuner = Tuner(bounds, *start)
+        self._tuner = Tuner(bounds, *start, memory=memory)
+        workers, buffer_size, threads = self._tuner.config
+        self._options = dataclasses.replace(
+            options, num_workers=workers, per_worker_buffer_size=buffer_size
+        )
+        self._plan = dataclasses.replace(self._plan, read_threads=threads)
 
     def most_workers(self) -> int:
         """The most workers this iterator may run (the autotuner's bound, or the count)."""

@@ -1,0 +1,63 @@
+"""`TuningMemory`: where a pipeline's last autotuned iterator settled, for the next one.
+
+A loop over epochs makes a new iterator each epoch (`for batch in ds:`), and a restore
+makes one too. Without a memory each would tune again from the options' start (no
+workers), and spend its first seconds short of input. The plan that builds the
+iterators holds one `TuningMemory`; each tuner writes into it what its last judged
+measurement kept, and the next tuner of the plan starts from there (a "warm start" in
+its decisions), where the last iterator's parked workers are waiting to be taken over.
+
+What is remembered never changes the elements: only who runs them, and how far ahead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["Config", "Settled", "TuningMemory"]
+
+Config = tuple[int, int, int]
+"""(workers, chunks per worker ahead of the consumer, threads reading each chunk)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Settled:
+    """What a tuner had kept at its last judged measurement.
+
+    Attributes:
+        config: the configuration it kept (never a trial still being judged).
+        resting: the directions whose trial gave no gain, with how many measurements
+            each is still left alone for.
+        largest: bytes of the largest chunk it saw (the memory bound from the start).
+        input_wait: the share of that measurement the consumer waited for input.
+        rate: positions per second over that measurement.
+    """
+
+    config: Config
+    resting: tuple[tuple[str, int], ...] = ()
+    largest: int = 0
+    input_wait: float = 0.0
+    rate: float = 0.0
+
+
+class TuningMemory:
+    """Where the autotuner of a plan's iterators last settled (None: not yet).
+
+    Example:
+        >>> memory = TuningMemory()
+        >>> memory.settled is None
+        True
+        >>> memory.remember(Settled((2, 4, 0), rate=900.0))
+        >>> memory.settled.config
+        (2, 4, 0)
+    """
+
+    def __init__(self) -> None:
+        self.settled: Settled | None = None
+
+    def remember(self, settled: Settled) -> None:
+        """Keeps `settled` for the next tuner (an assignment: safe from any thread)."""
+        self.settled = settled
+
+    def __repr__(self) -> str:
+        return f"TuningMemory({self.settled!r})"
