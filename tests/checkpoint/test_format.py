@@ -46,6 +46,10 @@ def test_a_state_file_written_in_format_version_1_keeps_loading():
 
 def test_the_pinned_file_is_what_todays_chute_writes_for_that_pipeline():
     pinned = json.loads((V2 / "process_0-of-1.json").read_text())
+    # Since 2026-11-29 a shuffle says it keeps its input's length (resharding reads the
+    # length of a shard's input through it); a document without it still loads.
+    assert "keeps_length" not in pinned["traits"]["shuffle"]
+    pinned["traits"]["shuffle"]["keeps_length"] = True
     it = iter(_fixture_pipeline())
     for _ in range(5):
         next(it)
@@ -218,7 +222,8 @@ def _valid():
             lambda d: d["traits"].update(map={"sorts": True}),
             "f: 'traits' must map each op to its traits: unknown trait 'sorts' (known: "
             "['begins_stream', 'changeable', 'chooses', 'chunk', 'consumer_only', 'drops', "
-            "'elementwise', 'groups', 'holds', 'keeps_positions', 'merges', 'names_splits', "
+            "'elementwise', 'groups', 'holds', 'keeps_length', 'keeps_positions', 'merges', "
+            "'names_splits', "
             "'numbered', 'opens', 'performance', 'random', 'records_skips', 'repeats', "
             "'shard', 'splits']).",
         ),

@@ -302,14 +302,14 @@ def _sharded(index=0, count=2):
         (lambda: _sharded().to_iter_dataset().limit(5), "stage 5 (limit)"),
         (lambda: _sharded()[2:].to_iter_dataset(), "stage 4 (slice)"),
         (lambda: _sharded().shuffle().to_iter_dataset(), "stage 4 (shuffle)"),
-        (lambda: _sharded().repeat(2).to_iter_dataset(), "stage 4 (repeat)"),
         (lambda: _sharded().to_iter_dataset().cache().repeat(2), "stage 5 (cache)"),
     ],
-    ids=["limit", "slice", "shuffle", "map_repeat", "cache"],
+    ids=["limit", "slice", "shuffle", "cache"],
 )
 def test_stages_that_cannot_follow_the_shard_are_refused_when_built(build, stage):
-    """The guide's list: limit and slice by their nature, shuffle, a MapDataset repeat and
-    cache for now (a stream repeat reshards: `test_reshard_repeat.py`)."""
+    """The guide's list: limit and slice by their nature, shuffle and cache for now (a
+    stream repeat and a MapDataset repeat reshard: `test_reshard_repeat.py`,
+    `test_reshard_map_repeat.py`)."""
     with pytest.raises(ReshardError, match=rf"^{re.escape(stage)} follows the shard stage"):
         chute.checkpoint.check_reshardable(iter(build()))
     # Before the shard they are free.

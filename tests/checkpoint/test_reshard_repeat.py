@@ -147,12 +147,6 @@ def test_stages_that_hold_or_split_after_the_repeat_are_refused(stage, op):
         chute.checkpoint.check_reshardable(it)
 
 
-def test_a_map_dataset_repeat_after_the_shard_is_still_refused():
-    ds = chute.MapDataset.range(10).shard(0, 2).repeat(2).to_iter_dataset()
-    with pytest.raises(ReshardError, match=r"\(repeat\)"):
-        chute.checkpoint.check_reshardable(iter(ds))
-
-
 def test_worker_processes_before_the_repeat_continue_each_epoch():
     def make(index, count):
         it = chute.MapDataset.range(30).seed(1).shuffle().shard(index, count).to_iter_dataset()

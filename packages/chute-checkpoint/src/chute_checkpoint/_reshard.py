@@ -49,12 +49,12 @@ from chute_samplers.internal import (
     watermark,
 )
 
-from ._chunk_sizes import without_chunk_sizes
 from ._describe import describe_pipeline, fingerprint
 from ._errors import ReshardError
 from ._format import MAX_PROCESS_COUNT, process_position, validate_document
 from ._reshard_budgets import budget_failures, share_failures
 from ._reshard_epochs import epoch_plans, with_epochs
+from ._reshard_lengths import repeats_stream
 from ._reshard_mix import MixPlan, mix_document, mix_plan, mixture_shard
 from ._reshard_positions import frontier_of, moved_state, position_of
 from ._reshard_shards import (
@@ -62,14 +62,15 @@ from ._reshard_shards import (
     check_divisible,
     doc_name,
     drops_remainder,
-    epoch_of,
     find_shard,
     own_chunk_size,
     set_shard,
+    shard_epoch,
     shard_of,
     stages_after,
     take_chunk_sizes,
     takes_shard,
+    without_shard_index,
 )
 from ._reshard_splits import assign_skips, delivered_ahead
 from ._reshard_stages import (
@@ -262,11 +263,11 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
     by_shard: dict[int, dict[str, Any]] = {}
     first = documents[0]
     _, count = shard_of(first["pipeline"]["stages"][at], at, "state 0")
-    epoch = epoch_of(first["pipeline"]["stages"][at])
-    common = _without_shard_index(first, at)
+    epoch = shard_epoch(first["pipeline"]["stages"], at)
+    common = without_shard_index(first, at)
     shards: list[int] = []
     for number, document in enumerate(documents):
-        if _without_shard_index(document, at) != common:
+        if without_shard_index(document, at) != common:
             raise ReshardError(
                 f"state {number} is of a different pipeline than state 0 (beyond the shard "
                 "index); reshard only the states of one training run."
@@ -300,7 +301,7 @@ def _sharded_plan(documents: list[dict[str, Any]], at: int) -> _Plan:
     if unit == 1:
         states = [doc["state"] for doc in ordered]
         stages = first["pipeline"]["stages"][at + 1 :]
-        if any(traits_of(item).repeats for item in stages):  # A frontier per epoch.
+        if repeats_stream(stages):  # A frontier per epoch.
             return _repeat_plan(first, ordered, at, chunk_size, failures)
         opens = any(traits_of(item).opens for item in stages)  # Windows name streams' elements.
         taken = () if opens else taken_ahead(states, positions, count, stages, "the state of shard")
@@ -379,21 +380,6 @@ def _elastic_plan(
         taken=taken,
         epoch=epoch,
     )
-
-
-def _without_shard_index(document: dict[str, Any], at: int) -> list[Any] | None:
-    """The document's pipeline with the shard index and chunk sizes blanked (None: no `at`).
-
-    The default chunk size follows the length of the shard, so shards of one run may
-    differ in it; it never changes the elements.
-    """
-    stages = copy.deepcopy(document["pipeline"]["stages"])
-    if len(stages) <= at:
-        return None
-    if takes_shard(stages[at]):  # Else it differs from the first: the caller says so.
-        set_shard(stages[at], None)
-    without_chunk_sizes(stages, lambda op: traits_of({"op": op}))
-    return [document["pipeline"].get("kind"), *stages]
 
 
 def _document(

@@ -17,12 +17,15 @@ pipeline when it is built.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
+from ._chunk_sizes import without_chunk_sizes
 from ._describe import describe_pipeline, fingerprint, stage_traits_of
 from ._document_shape import integer_parameter
 from ._errors import CheckpointFormatError, ReshardError
+from ._reshard_lengths import map_repeat_epoch
 from ._reshard_stages import (
     branches,
     check_declared,
@@ -41,6 +44,8 @@ __all__ = [
     "doc_name",
     "drops_remainder",
     "epoch_of",
+    "shard_epoch",
+    "without_shard_index",
     "find_shard",
     "own_chunk_size",
     "set_shard",
@@ -140,6 +145,18 @@ def epoch_of(stage: Mapping[str, Any]) -> int:
             f"the sampler's num_records must be an int >= 0, got {records!r:.50}."
         )
     return records
+
+
+def shard_epoch(stages: list[dict[str, Any]], at: int) -> int:
+    """Records per epoch of shard stage `at`'s per-epoch stride; 0 for a stride of the stream.
+
+    A sampler's (`epoch_of`), or that of a `MapDataset.repeat` of the shard (the length
+    of the shard's input: see `_reshard_lengths`).
+
+    Raises:
+        ReshardError: such a repeat, over an input whose length is not described.
+    """
+    return epoch_of(stages[at]) or map_repeat_epoch(stages, at)
 
 
 def drops_remainder(stage: Mapping[str, Any], count: int) -> bool:
@@ -333,6 +350,7 @@ def check_reshardable(iterator: object, *, lockstep: bool = False) -> None:
             if at is None:  # A global pipeline: every process has the same state.
                 continue
             unit, _ = later_stages(branch, at)
+            map_repeat_epoch(branch, at)  # Such a repeat needs the length of its input.
             if unit > 1 and not lockstep:
                 whose = f"the mixture's component {component}: " if parts[0] is not stages else ""
                 raise ReshardError(whose + _batched_after_shard(branch, at, unit))
@@ -373,3 +391,18 @@ def check_all_processes(documents: list[dict[str, Any]]) -> None:
             "once: pass the state of every process of one step."
         )
     documents.sort(key=lambda document: int(document["process_index"]))
+
+
+def without_shard_index(document: dict[str, Any], at: int) -> list[Any] | None:
+    """The document's pipeline with the shard index and chunk sizes blanked (None: no `at`).
+
+    The default chunk size follows the length of the shard, so shards of one run may
+    differ in it; it never changes the elements.
+    """
+    stages = copy.deepcopy(document["pipeline"]["stages"])
+    if len(stages) <= at:
+        return None
+    if takes_shard(stages[at]):  # Else it differs from the first: the caller says so.
+        set_shard(stages[at], None)
+    without_chunk_sizes(stages, lambda op: traits_of({"op": op}))
+    return [document["pipeline"].get("kind"), *stages]

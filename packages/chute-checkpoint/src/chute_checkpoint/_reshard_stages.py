@@ -146,8 +146,11 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
     numbered: int | None = None  # A stage whose output follows the host's numbering.
     opened: int | None = None  # The interleave that began the stream, if any.
     repeated: int | None = None  # The stream repeat, if any.
+    map_repeated: int | None = None  # A MapDataset.repeat of the shard, if any.
     for number, item in enumerate(stages[shard_at + 1 :], start=shard_at + 1):
         traits = traits_of(item)
+        if map_repeated is not None and _not_by_epochs(traits, streaming):
+            raise ReshardError(_after_map_repeat(stages, map_repeated, number))
         if numbered is not None and _continues_elements(item, traits):
             raise ReshardError(_renumbered(stages, numbered, number))
         if numbered is None and _numbers(item, traits):
@@ -161,6 +164,8 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
             raise ReshardError(_repeat_after(stages, number, split, held, opened, repeated))
         if traits.repeats and plain:
             repeated = number  # Each epoch continues on its own; see `_reshard_epochs`.
+        elif traits.repeats and not streaming and unit == 1 and map_repeated is None:
+            map_repeated = number  # A stride of each epoch; see `_reshard_lengths`.
         elif traits.opens and not streaming and unit == 1 and not grouped:
             opened = number  # Its open streams continue elsewhere; see `_reshard_streams`.
             if stages[shard_at]["params"].get("drop_remainder") is True:
@@ -198,6 +203,27 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
         if traits.chunk is not None and item["params"].get(traits.chunk) is not None:
             chunk_size = integer_parameter(item, number, traits.chunk, 1, "state 0")
     return unit, chunk_size
+
+
+def _not_by_epochs(traits: StageTraits, streaming: bool) -> bool:
+    """Whether a stage after a `MapDataset.repeat` of the shard does not reshard with it.
+
+    Its positions are a stride of each epoch: a window, packer, interleave, another
+    repeat or a `MapDataset.batch` would name them in ways resharding does not count so.
+    """
+    grouped = traits.groups is not None and not streaming
+    return traits.holds or traits.merges or traits.opens or traits.repeats or grouped
+
+
+def _after_map_repeat(stages: list[dict[str, Any]], repeated: int, number: int) -> str:
+    op = stages[number]["op"]
+    return (
+        f"stage {number} ({op}) follows the repeat of stage {repeated}, which repeats each "
+        f"shard by itself (a MapDataset.repeat after the shard): its positions are a stride "
+        f"of each epoch, which resharding continues under maps, filters, flat maps, "
+        f"IterDataset batches and prefetching, not under {op}; repeat before the shard, "
+        "or restore with the same process count."
+    )
 
 
 def _after_opened(stages: list[dict[str, Any]], opened: int, number: int) -> str:

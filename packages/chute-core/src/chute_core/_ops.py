@@ -94,6 +94,9 @@ class StageTraits:
             after epoch: its state is the epoch and the parent's state (and, once
             resharded, the parent's states for the later epochs other processes had
             reached), so another process count continues each epoch exactly.
+        keeps_length: a random-access stage whose output is as long as its input,
+            though it may not keep positions (a shuffle): resharding reads the length
+            of a shard's input through it (see `repeats` after a shard).
 
     Example:
         >>> StageTraits(elementwise=True).keeps_positions
@@ -120,6 +123,7 @@ class StageTraits:
     numbered: str | None = None
     opens: bool = False
     repeats: bool = False
+    keeps_length: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """The traits that differ from the defaults, as JSON (sets as sorted lists).

@@ -147,5 +147,5 @@ class ShuffleMap(PositionMap[T]):
         return f"ShuffleMap({self._parent!r}, seed={self._seed})"
 
 
-SHUFFLE = declare_op("shuffle", StageTraits(random=True), map_node=ShuffleMap)
+SHUFFLE = declare_op("shuffle", StageTraits(random=True, keeps_length=True), map_node=ShuffleMap)
 """The op's declaration (see `chute_core.declare_op`)."""
