@@ -225,7 +225,7 @@ def _valid():
             "'elementwise', 'groups', 'holds', 'keeps_length', 'keeps_positions', 'merges', "
             "'names_splits', "
             "'numbered', 'opens', 'performance', 'random', 'records_skips', 'repeats', "
-            "'shard', 'splits']).",
+            "'shard', 'splits', 'stride']).",
         ),
         (lambda d: d["pipeline"]["stages"][0]["params"].update(source=1), None),
     ],

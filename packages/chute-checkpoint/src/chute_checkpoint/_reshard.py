@@ -68,6 +68,7 @@ from ._reshard_shards import (
     shard_epoch,
     shard_of,
     stages_after,
+    subsamples,
     take_chunk_sizes,
     takes_shard,
     without_shard_index,
@@ -231,6 +232,8 @@ def _plan(documents: Sequence[Mapping[str, Any]]) -> _Plan | MixPlan:
         counts = [budget_failures(d["state"], f"state {d['process_index']}") for d in checked]
         return dataclasses.replace(plan, failures=tuple(map(sum, zip(*counts, strict=True))))
     at = find_shard(stages, checked[0]["pipeline"].get("kind"))
+    if at is not None and subsamples(checked, at):
+        at = None  # The same `[i::n]` on every process: not a shard, a subsample.
     return _global_plan(checked) if at is None else _sharded_plan(checked, at)
 
 

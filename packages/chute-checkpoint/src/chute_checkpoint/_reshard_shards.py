@@ -33,9 +33,11 @@ from ._reshard_stages import (
     reading_traits,
     shard_params,
     shard_stage,
+    stride_name,
     traits_of,
 )
 from ._reshard_streams import check_window_streams
+from ._reshard_strides import STRIDE, stride_of, stride_text
 
 __all__ = [
     "check_all_processes",
@@ -45,6 +47,7 @@ __all__ = [
     "drops_remainder",
     "epoch_of",
     "shard_epoch",
+    "subsamples",
     "without_shard_index",
     "find_shard",
     "own_chunk_size",
@@ -98,6 +101,10 @@ def shard_of(stage: Mapping[str, Any], number: int, where: str) -> tuple[int, in
     """
     if not _is_sampler(stage):
         index_name, count_name = shard_params(stage)
+        if (index_name, count_name) == STRIDE:  # A slice `[i::n]`: its text says both.
+            stride = stride_of(stage, _stride_name(stage))
+            assert stride is not None  # Else `traits_of` gives it no shard.
+            return stride
         count = integer_parameter(stage, number, count_name, 1, where)
         return integer_parameter(stage, number, index_name, 0, where), count
     fields = _fields(stage, where)
@@ -125,9 +132,36 @@ def set_shard(stage: dict[str, Any], index: int | None, count: int | None = None
     else:
         params = stage["params"]
         index_name, count_name = shard_params(stage)
+        if (index_name, count_name) == STRIDE:
+            name = _stride_name(stage)
+            stride = stride_of(stage, name)
+            assert stride is not None
+            params[name] = stride_text(index, stride[1] if count is None else count)
+            return
     params[index_name] = index
     if count is not None:
         params[count_name] = count
+
+
+def subsamples(documents: list[dict[str, Any]], at: int) -> bool:
+    """Whether stage `at` is a stride slice (`[i::n]`) that every process takes alike.
+
+    Such a slice is a subsample of the data, the same on every process (a global
+    pipeline), not each process's shard.
+    """
+    stages = [document["pipeline"]["stages"] for document in documents]
+    if len(documents) < 2 or traits_of(stages[0][at]).shard != STRIDE:
+        return False
+    return (
+        len({stage_list[at]["params"].get(_stride_name(stages[0][at])) for stage_list in stages})
+        == 1
+    )
+
+
+def _stride_name(stage: Mapping[str, Any]) -> str:
+    name = stride_name(stage, traits_of(stage))
+    assert name is not None
+    return name
 
 
 def epoch_of(stage: Mapping[str, Any]) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -16,6 +17,7 @@ from chute_core import StageTraits, declared_stages, is_declared, stage_traits
 
 from ._document_shape import integer_parameter
 from ._errors import ReshardError
+from ._reshard_strides import STRIDE, stride_of
 from ._stage_traits import saved_traits
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "remember_traits",
     "shard_params",
     "shard_stage",
+    "stride_name",
     "traits_of",
 ]
 
@@ -37,12 +40,26 @@ _SAVED: contextvars.ContextVar[dict[str, StageTraits] | None] = contextvars.Cont
 
 
 def traits_of(stage: Mapping[str, Any]) -> StageTraits:
-    """What the documents say the stage's op does; else what this process declares."""
+    """What the documents say the stage's op does; else what this process declares.
+
+    A stride slice `[i::n]` takes a shard (`STRIDE`), also where a document saved
+    before slices said so (their text was the same).
+    """
     op = str(stage["op"])
     saved = _SAVED.get()
-    if saved is not None and op in saved:
-        return saved[op]
-    return stage_traits(op)
+    traits = saved[op] if saved is not None and op in saved else stage_traits(op)
+    name = stride_name(stage, traits)
+    if name is not None and traits.shard is None and stride_of(stage, name) is not None:
+        return dataclasses.replace(traits, shard=STRIDE)
+    return traits
+
+
+def stride_name(stage: Mapping[str, Any], traits: StageTraits) -> str | None:
+    """The name of the stage's slice parameter (`StageTraits.stride`), if it has one."""
+    if traits.stride is not None:
+        return traits.stride
+    op = str(stage["op"])
+    return stage_traits(op).stride if is_declared(op) else None
 
 
 def _known(op: str) -> bool:

@@ -94,6 +94,10 @@ class StageTraits:
             after epoch: its state is the epoch and the parent's state (and, once
             resharded, the parent's states for the later epochs other processes had
             reached), so another process count continues each epoch exactly.
+        stride: a selection whose parameter of this name shows a Python slice as
+            `[start:stop:step]`: a slice `[i::n]` with `0 <= i < n` takes shard `i` of
+            `n` by stride, as a shard stage does (Grain shards a `MapDataset` so,
+            `ds[i::n]`), and resharding treats it as one.
         keeps_length: a random-access stage whose output is as long as its input,
             though it may not keep positions (a shuffle): resharding reads the length
             of a shard's input through it (see `repeats` after a shard).
@@ -124,6 +128,7 @@ class StageTraits:
     opens: bool = False
     repeats: bool = False
     keeps_length: bool = False
+    stride: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The traits that differ from the defaults, as JSON (sets as sorted lists).

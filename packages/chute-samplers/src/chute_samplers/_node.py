@@ -337,5 +337,5 @@ class SliceMap(PositionMap[T]):
         return f"SliceMap({self._parent!r}, {self._range!r})"
 
 
-SLICE = declare_op("slice", StageTraits(), map_node=SliceMap)
+SLICE = declare_op("slice", StageTraits(stride=""), map_node=SliceMap)
 """The op's declaration (see `chute_core.declare_op`)."""
