@@ -95,11 +95,13 @@ class RuntimeAutotune:
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def _dataset(self, workers: int, autotune: Any) -> chute.IterDataset:
+        """The dataset measured with `workers` (tuned from there with `autotune`)."""
         options = chute.MultiprocessingOptions(workers, autotune=autotune)
         return self.pipeline.mp_prefetch(options, chunk_size=128).batch(128)
 
     def _rates(self, dataset: chute.IterDataset, seconds: float) -> tuple[float, float]:
-        """Images per second over the whole run and over its last `LATE_SECONDS`."""
+        """Items per second of a new iterator of `dataset` over its whole run and its last
+        `LATE_SECONDS` (images here)."""
         return timed_rates(iter(dataset), seconds, len)
 
     def _measure(self) -> tuple[float, float, float]:

@@ -32,7 +32,8 @@ EPOCHS = 1000  # More than any run reads (1,437 records an epoch, 22 batches).
 class DemoAutotune(bench_autotune.RuntimeAutotune):
     """The demo's training loop, autotuned from no workers, against fixed configurations.
 
-    `RuntimeAutotune`'s measurement and `track_`s, over steps of the training loop.
+        `RuntimeAutotune`'s measurement and `track_`s, over steps of the training loop (the
+    next iterator's too: the loop's next epoch).
     """
 
     def setup(self) -> None:
@@ -46,10 +47,13 @@ class DemoAutotune(bench_autotune.RuntimeAutotune):
         self.device = jax.devices()[0]
         self.start, self.step, _ = model()
 
-    def _rates(self, workers: int, autotune: Any, seconds: float) -> tuple[float, float]:
-        """Steps per second over the whole run and over its last 3 s (compiled before)."""
-        chute.stop_idle_workers()
-        dataset = pipeline(self.paths, EPOCHS, workers, autotune).to_device(self.device)
+    def _dataset(self, workers: int, autotune: Any) -> chute.IterDataset:
+        """The demo's pipeline with `workers` (tuned from there with `autotune`)."""
+        return pipeline(self.paths, EPOCHS, workers, autotune).to_device(self.device)
+
+    def _rates(self, dataset: chute.IterDataset, seconds: float) -> tuple[float, float]:
+        """Steps per second of a new iterator of `dataset` over its whole run and its last
+        3 s (the step compiled before)."""
         iterator = iter(dataset)
         state, loss = self.step(self.start, next(iterator))
         float(loss)

@@ -104,6 +104,8 @@ TARGETS: list[tuple[str, str, type, str, tuple[Any, ...], str]] = [
     ("autotune_demo",
      "chute demo's loop, autotuned from 0 workers, its first 10 s / 0 workers fixed",
      autotune_demo.DemoAutotune, "track_ratio_autotuned_to_default", (), ">= 1.0"),
+    ("autotune_demo", "chute demo's loop, the next iterator of the autotuned dataset / best fixed",
+     autotune_demo.DemoAutotune, "track_ratio_next_iterator_to_best_fixed", (), ">= 0.9"),
 ]  # fmt: skip
 
 
