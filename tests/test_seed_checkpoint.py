@@ -55,7 +55,7 @@ def test_seed_003_dataset_iterator_with_orbax(tmp_path, capsys):
     saved = json.loads((tmp_path / "orbax" / "4" / "default" / files[0]).read_text())
     assert (saved["version"], saved["state"]) == (2, {"position": 4})
     # Format 2: the document says what each op does to positions (resharding reads it).
-    assert saved["traits"]["shuffle"] == {"random": True, "keeps_length": True}
+    assert saved["traits"]["shuffle"] == {"random": True}
 
     # Read more elements and advance the iterator.
     for i in range(4, 8):

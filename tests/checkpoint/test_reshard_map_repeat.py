@@ -10,12 +10,20 @@ in each epoch".
 import itertools
 import json
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import chute
-from chute_checkpoint import ReshardError, apply_document, make_document, reshard
+from chute_checkpoint import (
+    CheckpointFormatError,
+    ReshardError,
+    apply_document,
+    fingerprint,
+    make_document,
+    reshard,
+)
 
 COUNTS = st.integers(1, 8)
 
@@ -169,16 +177,12 @@ def test_a_repeat_or_batch_before_the_shard_sets_the_epoch():
             r"stage 0 \(mix\) does not say its length",
         ),
         (
-            lambda: chute.MapDataset.range(10)[2:].shard(0, 2).repeat(2),
-            r"stage 1 \(slice\) does not say its length",
-        ),
-        (
             lambda: chute.MapDataset.range(10).repeat().shard(0, 2).repeat(),
             r"stage 1 \(repeat\) does not say its length",
         ),
         (
             lambda: chute.MapDataset.range(10).shard(0, 2).repeat(2).batch(2),
-            r"stage 3 \(batch\) follows the repeat of stage 2, which repeats each shard",
+            r"stage 3 \(MapDataset.batch\) follows the repeat of stage 2, which repeats each",
         ),
         (
             lambda: chute.MapDataset.range(10).shard(0, 2).shuffle(seed=0).repeat(2),
@@ -205,11 +209,63 @@ def test_a_window_or_stream_repeat_after_it_is_refused(stage, op):
         chute.checkpoint.check_reshardable(it)
 
 
-def test_a_restore_refuses_what_the_check_refuses():
+def _mixed(index, count):
+    ds = chute.MapDataset.mix([chute.MapDataset.range(4)] * 2).shard(index, count).repeat(2)
+    return ds.to_iter_dataset().window_shuffle(3, seed=0)
+
+
+def test_a_restore_refuses_what_the_check_refuses_naming_the_same_stage():
+    olds = [iter(_mixed(i, 2)) for i in range(2)]
+    documents = [make_document(it, i, 2) for i, it in enumerate(olds)]
+    message = r"stage 0 \(mix\) does not say its length"
+    with pytest.raises(ReshardError, match=message):
+        reshard(documents, 3)
+    with pytest.raises(ReshardError, match=message):
+        chute.checkpoint.check_reshardable(iter(_mixed(0, 2)))
+
+
+@pytest.mark.parametrize(
+    ("head", "length"),
+    [
+        (lambda: chute.MapDataset.source(list(range(13))), 13),
+        (lambda: chute.MapDataset.source(range(3, 29, 2)), 13),
+        (lambda: chute.MapDataset.source(np.arange(26).reshape(13, 2)), 13),
+        (lambda: chute.MapDataset.range(40)[3:29:2], 13),
+        (lambda: chute.MapDataset.range(40)[::-3], 14),
+        (lambda: chute.MapDataset.range(7).repeat(2).batch(2, drop_remainder=True), 7),
+    ],
+)
+def test_the_length_of_the_shards_input_is_read_through_sources_slices_and_batches(head, length):
     def make(index, count):
-        return chute.MapDataset.range(10)[1:].shard(index, count).repeat(2).to_iter_dataset()
+        return head().shard(index, count).repeat(2).to_iter_dataset()
+
+    run = chute.testing.assert_reshards(make, 3, [2, 4], seed=1, records=_rows_or_items)
+    assert run.records == 2 * length
+
+
+def _rows_or_items(element):
+    """An element's records: a batch's rows, an array row as a tuple, or the element."""
+    if isinstance(element, np.ndarray) and element.ndim:
+        return [tuple(np.asarray(element).reshape(-1).tolist())]
+    return [element]
+
+
+def test_damaged_lengths_in_a_document_are_refused_with_chute_errors():
+    def make(index, count):
+        ds = chute.MapDataset.range(10).repeat(2).shard(index, count).repeat(2)
+        return ds.to_iter_dataset()
 
     olds = [iter(make(i, 2)) for i in range(2)]
+    for it in olds:
+        next(it)
     documents = [make_document(it, i, 2) for i, it in enumerate(olds)]
-    with pytest.raises(ReshardError, match=r"stage 1 \(slice\) does not say its length"):
-        reshard(documents, 3)
+    for change, message in [
+        (lambda stages: stages[1]["params"].update(num_epochs=-1), "num_epochs"),
+        (lambda stages: stages[0]["params"]["source"].update(len=2**63), "longer than sys"),
+    ]:
+        damaged = json.loads(json.dumps(documents))
+        for document in damaged:
+            change(document["pipeline"]["stages"])
+            document["fingerprint"] = fingerprint(document["pipeline"])
+        with pytest.raises((ReshardError, CheckpointFormatError), match=message):
+            reshard(damaged, 3)

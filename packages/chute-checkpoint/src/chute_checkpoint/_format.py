@@ -42,7 +42,7 @@ from ._describe import describe_pipeline, fingerprint, stage_traits_of
 from ._differences import pipeline_differences
 from ._document_shape import check_pipeline
 from ._errors import CheckpointError, CheckpointFormatError, PipelineMismatchError
-from ._stage_traits import saved_traits, traits_of_ops, upgrade_version_1
+from ._stage_traits import saved_json, saved_traits, traits_of_ops, upgrade_version_1
 
 __all__ = [
     "FORMAT",
@@ -160,7 +160,7 @@ def make_document(
 
 def _own_traits(iterator: object) -> dict[str, Any]:
     """What the iterator's pipeline says its own ops do, as JSON (`stage_traits_of`)."""
-    return {op: traits.as_json() for op, traits in stage_traits_of(iterator).items()}
+    return {op: saved_json(traits) for op, traits in stage_traits_of(iterator).items()}
 
 
 def dumps_document(document: Mapping[str, Any]) -> str:

@@ -9,8 +9,9 @@ a pipeline reshards as a `chute.DataLoader` does, epoch by epoch, once `N` is kn
 
 `N` is read from the stages before the shard: the source's length (its description
 says it), kept by each stage that keeps positions or length (maps, filters, shuffles),
-divided into whole batches by a batch, times the epochs of a finite repeat. A stage
-whose output length the description does not give (a slice, a mixture) is refused,
+divided into whole batches by a batch, cut by a slice, times the epochs of a finite
+repeat. A stage whose output length the description does not give (a mixture, a
+source described without its length) is refused,
 and so are a remainder dropped by the shard (its shards then repeat `N // n` elements
 each, which another count divides otherwise) and an endless input.
 
@@ -29,6 +30,8 @@ Example:
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -101,24 +104,34 @@ def _input_length(stages: list[dict[str, Any]], at: int, repeated: int) -> int:
         traits = traits_of(item)
         if number == 0:
             length = _source_length(item)
-        elif traits.groups is not None and length is not None:  # A batch: whole groups.
+        elif length is None:
+            pass
+        elif traits.groups is not None:  # A batch: whole groups.
             size = integer_parameter(item, number, traits.groups, 1, "state 0")
             dropped = item["params"].get("drop_remainder") is True
             length = length // size if dropped else -(-length // size)
         elif traits.keeps_positions or traits.keeps_length:
             pass
-        elif traits.repeats and type(item["params"].get("num_epochs")) is int:
-            length = None if length is None else length * item["params"]["num_epochs"]
+        elif traits.repeats and item["params"].get("num_epochs") is not None:
+            length *= integer_parameter(item, number, "num_epochs", 0, "state 0")
+        elif traits.stride is not None:  # A slice: its text says which positions.
+            length = _sliced_length(item["params"].get(traits.stride), length)
         else:
             length = None
+        if length is not None and length > sys.maxsize:
+            raise ReshardError(
+                f"the input of the shard of stage {at} is longer than sys.maxsize at stage "
+                f"{number} ({item['op']}): {length:,} elements; a pipeline this long "
+                "cannot be built, so the state is not of one."
+            )
         if length is None:
             raise ReshardError(
                 f"stage {repeated} (repeat) repeats each shard of stage {at} by itself, "
                 f"which reshards epoch by epoch once the length of the shard's input is "
                 f"known, but stage {number} ({item['op']}) does not say its length in the "
                 "pipeline's description (a source says it; maps, filters and shuffles keep "
-                "it; batches and finite repeats change it as they say); repeat before the "
-                "shard, or restore "
+                "it; batches, slices and finite repeats change it as they say); repeat "
+                "before the shard, or restore "
                 "with the same process count."
             )
     if length is None:  # No stage before the shard at all.
@@ -127,12 +140,36 @@ def _input_length(stages: list[dict[str, Any]], at: int, repeated: int) -> int:
 
 
 def _source_length(item: Mapping[str, Any]) -> int | None:
-    """The length a source stage's description says (None: it says none)."""
-    if item.get("op") != "source":
-        return None
-    source = item.get("params", {}).get("source")
-    if isinstance(source, list):  # A short list is described by its elements.
+    """The length a source stage's description says (None: it says none).
+
+    A short list is described by its elements, a range by its bounds, an array by its
+    shape, other sources by their `len`.
+    """
+    params = item.get("params")
+    source = params.get("source") if item.get("op") == "source" and params else None
+    if isinstance(source, list):
         return len(source)
-    if isinstance(source, Mapping) and type(source.get("len")) is int and source["len"] >= 0:
+    if not isinstance(source, Mapping):
+        return None
+    bounds, shape = source.get("range"), source.get("shape")
+    if isinstance(bounds, list) and len(bounds) == 3 and all(type(b) is int for b in bounds):
+        return len(range(*bounds)) if bounds[2] else None
+    if isinstance(shape, list) and shape and type(shape[0]) is int and shape[0] >= 0:
+        return int(shape[0])
+    if type(source.get("len")) is int and source["len"] >= 0:
         return int(source["len"])
     return None
+
+
+_SLICE = re.compile(r"\[(-?\d*):(-?\d*)(?::(-?\d*))?\]")
+
+
+def _sliced_length(text: Any, length: int) -> int | None:
+    """How many of `length` positions the slice shown as `text` (`[start:stop:step]`) keeps."""
+    found = _SLICE.fullmatch(text) if isinstance(text, str) and len(text) < 128 else None
+    if found is None:
+        return None
+    start, stop, step = (int(part) if part else None for part in found.groups())
+    if step == 0:
+        return None
+    return len(range(length)[slice(start, stop, step)])

@@ -33,7 +33,6 @@ from ._reshard_stages import (
     reading_traits,
     shard_params,
     shard_stage,
-    stride_name,
     traits_of,
 )
 from ._reshard_streams import check_window_streams
@@ -159,7 +158,7 @@ def subsamples(documents: list[dict[str, Any]], at: int) -> bool:
 
 
 def _stride_name(stage: Mapping[str, Any]) -> str:
-    name = stride_name(stage, traits_of(stage))
+    name = traits_of(stage).stride
     assert name is not None
     return name
 
@@ -383,8 +382,8 @@ def check_reshardable(iterator: object, *, lockstep: bool = False) -> None:
             at = shard_stage(branch, "IterDataset")
             if at is None:  # A global pipeline: every process has the same state.
                 continue
-            unit, _ = later_stages(branch, at)
             map_repeat_epoch(branch, at)  # Such a repeat needs the length of its input.
+            unit, _ = later_stages(branch, at)  # (In a restore's order: the same error.)
             if unit > 1 and not lockstep:
                 whose = f"the mixture's component {component}: " if parts[0] is not stages else ""
                 raise ReshardError(whose + _batched_after_shard(branch, at, unit))

@@ -18,7 +18,7 @@ from chute_core import StageTraits, declared_stages, is_declared, stage_traits
 from ._document_shape import integer_parameter
 from ._errors import ReshardError
 from ._reshard_strides import STRIDE, stride_of
-from ._stage_traits import saved_traits
+from ._stage_traits import saved_traits, with_readings
 
 __all__ = [
     "branches",
@@ -29,7 +29,6 @@ __all__ = [
     "remember_traits",
     "shard_params",
     "shard_stage",
-    "stride_name",
     "traits_of",
 ]
 
@@ -42,24 +41,17 @@ _SAVED: contextvars.ContextVar[dict[str, StageTraits] | None] = contextvars.Cont
 def traits_of(stage: Mapping[str, Any]) -> StageTraits:
     """What the documents say the stage's op does; else what this process declares.
 
-    A stride slice `[i::n]` takes a shard (`STRIDE`), also where a document saved
-    before slices said so (their text was the same).
+    The traits that say how to read a description (`READINGS`) are this release's. A
+    stride slice `[i::n]` takes a shard (`STRIDE`).
     """
     op = str(stage["op"])
     saved = _SAVED.get()
-    traits = saved[op] if saved is not None and op in saved else stage_traits(op)
-    name = stride_name(stage, traits)
+    known = saved is not None and op in saved  # Documents do not carry the readings:
+    traits = with_readings(op, saved[op]) if saved is not None and known else stage_traits(op)
+    name = traits.stride
     if name is not None and traits.shard is None and stride_of(stage, name) is not None:
         return dataclasses.replace(traits, shard=STRIDE)
     return traits
-
-
-def stride_name(stage: Mapping[str, Any], traits: StageTraits) -> str | None:
-    """The name of the stage's slice parameter (`StageTraits.stride`), if it has one."""
-    if traits.stride is not None:
-        return traits.stride
-    op = str(stage["op"])
-    return stage_traits(op).stride if is_declared(op) else None
 
 
 def _known(op: str) -> bool:
@@ -136,6 +128,9 @@ def shard_stage(stages: list[dict[str, Any]], kind: str | None) -> int | None:
         ReshardError: several shard stages, a nested one, or a shard in no stream.
     """
     found = [number for number, item in enumerate(stages) if traits_of(item).shard]
+    real = [number for number in found if traits_of(stages[number]).shard != STRIDE]
+    if len(real) == 1:  # A stride slice beside a shard stage subsamples.
+        found = real
     nested = sum(_count_shards(item.get("inputs", [])) for item in stages)
     if not found and not nested:
         return None
@@ -234,6 +229,8 @@ def _not_by_epochs(traits: StageTraits, streaming: bool) -> bool:
 
 def _after_map_repeat(stages: list[dict[str, Any]], repeated: int, number: int) -> str:
     op = stages[number]["op"]
+    if traits_of(stages[number]).groups is not None:
+        op = f"MapDataset.{op}"  # A batch of the stream would be allowed.
     return (
         f"stage {number} ({op}) follows the repeat of stage {repeated}, which repeats each "
         f"shard by itself (a MapDataset.repeat after the shard): its positions are a stride "

@@ -17,12 +17,28 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 from chute_core import StageTraits, is_declared, stage_traits
 
-__all__ = ["VERSION_1_TRAITS", "ops_of", "saved_traits", "traits_of_ops", "upgrade_version_1"]
+__all__ = [
+    "READINGS",
+    "VERSION_1_TRAITS",
+    "ops_of",
+    "saved_json",
+    "saved_traits",
+    "traits_of_ops",
+    "upgrade_version_1",
+    "with_readings",
+]
+
+READINGS = ("keeps_length", "stride")
+"""Traits that say how to read a stage's description, not what the op does to positions
+(`StageTraits.keeps_length`, `.stride`). Documents do not carry them, so that a chute of
+the same format version before them reads today's documents; resharding takes them
+from this release's declarations (`with_readings`)."""
 
 _KEEPS = {"keeps_positions": True}
 _ELEMENTWISE = {"elementwise": True, "keeps_positions": True}
@@ -100,7 +116,25 @@ def traits_of_ops(pipeline: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
     An op nobody declared is left out (resharding then refuses it, naming it).
     """
-    return {op: stage_traits(op).as_json() for op in ops_of(pipeline) if is_declared(op)}
+    return {op: saved_json(stage_traits(op)) for op in ops_of(pipeline) if is_declared(op)}
+
+
+def saved_json(traits: StageTraits) -> dict[str, Any]:
+    """`traits` as a document carries them: `as_json()` without the `READINGS`.
+
+    Example:
+        >>> saved_json(StageTraits(random=True, keeps_length=True))
+        {'random': True}
+    """
+    return {name: value for name, value in traits.as_json().items() if name not in READINGS}
+
+
+def with_readings(op: str, traits: StageTraits) -> StageTraits:
+    """`traits` (a document's) with the `READINGS` this release declares for `op`."""
+    if not is_declared(op):
+        return traits
+    declared = stage_traits(op)
+    return dataclasses.replace(traits, **{name: getattr(declared, name) for name in READINGS})
 
 
 def saved_traits(document: Mapping[str, Any]) -> dict[str, StageTraits]:
@@ -119,5 +153,5 @@ def upgrade_version_1(document: dict[str, Any]) -> dict[str, Any]:
         if op in VERSION_1_TRAITS:
             traits[op] = VERSION_1_TRAITS[op]
         elif is_declared(op):
-            traits[op] = stage_traits(op).as_json()
+            traits[op] = saved_json(stage_traits(op))
     return {**document, "version": 2, "traits": traits}
