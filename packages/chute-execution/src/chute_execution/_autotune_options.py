@@ -23,7 +23,8 @@ class AutotuneOptions:
     Attributes:
         max_workers: at most this many worker processes (None: the CPUs this process
             may run on). The tuner starts from `MultiprocessingOptions.num_workers`
-            (0 included).
+            (0 included), or where the last iterator of the same plan settled, and
+            never goes below `num_workers`.
         max_buffer_size: at most this many chunks per worker ahead of the consumer.
         max_read_threads: at most this many threads reading each chunk's records (in
             each worker, or here with 0 workers).
@@ -79,8 +80,9 @@ class TuningDecision:
         workers: the worker processes from then on.
         buffer_size: chunks per worker ahead of the consumer from then on.
         read_threads: threads reading each chunk's records from then on.
-        reason: "more workers", "more read threads", "deeper buffers" (a trial), or
-            "reverted" (the trial before it gave no gain).
+        reason: "more workers", "more read threads", "deeper buffers", "fewer workers"
+            (a trial), "reverted" (the trial before it gave no gain, or lost rate), or
+            "warm start" (where the last iterator of the plan settled).
         input_wait: the share of the measurement the consumer spent waiting for input.
         rate: positions per second over the measurement.
 

@@ -13,11 +13,14 @@ opens at the last of them):
   refused, more threads reading each chunk (0 -> 4, then x2: reads that wait on storage);
   then deeper buffers (x2); never past `AutotuneOptions`' bounds, and never so that
   workers x (buffer + 1) x the largest chunk seen exceeds the memory budget;
-- a consumer that waits less is left as it is: it is not short of input.
+- a consumer that waits less is not short of input: with more workers than the tuner
+  started with, it tries fewer (a third fewer, at least 1, never below the start),
+  kept unless the rate fell by `GAIN` or the consumer came to wait; else it is left as
+  it is. A kept trial of more workers rests this direction for `RETRY` measurements.
 
-Given a `TuningMemory`, it starts where the plan's last tuner settled (within its own
-bounds), rests the directions that one found no gain in for as long as it would have,
-and writes into it what each judged measurement kept.
+Given a `TuningMemory`, it starts where the plan's last tuner settled, if that one
+started where it does and had its bounds; rests the directions that one found no gain
+in for as long as it would have; and writes into it what each judged measurement kept.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from collections.abc import Callable
 from ._autotune_options import AutotuneOptions, TuningDecision
 from ._tuning_memory import Config, Settled, TuningMemory
 
-__all__ = ["GAIN", "RETRY", "WARM_START", "WAIT_SHARE", "Config", "Tuner"]
+__all__ = ["FEWER", "GAIN", "RETRY", "WARM_START", "WAIT_SHARE", "Config", "Tuner"]
 
 WAIT_SHARE = 0.1
 """Above this share of its time waiting for input, the consumer is short of input."""
@@ -48,6 +51,9 @@ _DIRECTIONS = {
 
 WARM_START = "warm start"
 """The reason of a tuner's first decision when it starts where the last one settled."""
+
+FEWER = "fewer workers"
+"""The reason of a trial that gives back workers a consumer does not wait for."""
 
 
 class Tuner:
@@ -88,6 +94,7 @@ class Tuner:
     ) -> None:
         self.options = options
         self.config: Config = (workers, buffer_size, read_threads)
+        self._start = self.config  # Never below it.
         self.decisions: list[TuningDecision] = []
         self._clock = clock
         self._began: float | None = None
@@ -95,7 +102,7 @@ class Tuner:
         self._positions, self._waited, self._units = 0, 0.0, 0
         self._skip = 0  # Units still to leave out after a change.
         self._pending = False  # A change was decided, not yet applied.
-        self._trial: tuple[Config, float, str] | None = None
+        self._trial: tuple[Config, float, float, str] | None = None  # Before: rate, share.
         self._refused: dict[str, int] = {}  # Direction -> the measurement it was refused at.
         self.measurements = 0
         """How many measurements it made so far."""
@@ -140,24 +147,45 @@ class Tuner:
 
     def _decide(self, now: float, rate: float, share: float) -> Config | None:
         if self._trial is not None:
-            before, before_rate, direction = self._trial
+            before, before_rate, before_share, direction = self._trial
             self._trial = None
-            if rate < before_rate * (1 + GAIN):
+            if direction == "fewer":
+                worse = rate < before_rate * (1 - GAIN) or share >= WAIT_SHARE
+            else:
+                worse = rate < before_rate * (1 + GAIN)
+            if worse:
                 self._refused[direction] = self.measurements
-                self._remember(before, share, before_rate)
+                self._remember(before, before_share, before_rate)
                 return self._change(before, "reverted", now, share, rate)
+            if direction == "workers":  # Kept: giving them back waits as long.
+                self._refused["fewer"] = self.measurements
         self._remember(self.config, share, rate)
         if share < WAIT_SHARE:
-            return None
+            fewer = self._fewer() if self._resting("fewer") is False else None
+            if fewer is None:
+                return None
+            self._trial = (self.config, rate, share, "fewer")
+            return self._change(fewer, FEWER, now, share, rate)
         for direction in _DIRECTIONS:
-            refused = self._refused.get(direction)
-            if refused is not None and self.measurements - refused < RETRY:
+            if self._resting(direction):
                 continue
             step = self._step(direction)
             if step is not None:
-                self._trial = (self.config, rate, direction)
+                self._trial = (self.config, rate, share, direction)
                 return self._change(step, _DIRECTIONS[direction], now, share, rate)
         return None
+
+    def _resting(self, direction: str) -> bool:
+        refused = self._refused.get(direction)
+        return refused is not None and self.measurements - refused < RETRY
+
+    def _fewer(self) -> Config | None:
+        """A third fewer workers (at least one), never fewer than it started with."""
+        workers, buffer_size, threads = self.config
+        least = self._start[0]
+        if workers <= least:
+            return None
+        return (max(least, workers - max(1, workers // 3)), buffer_size, threads)
 
     def _step(self, direction: str) -> Config | None:
         workers, buffer_size, threads = self.config
@@ -177,20 +205,23 @@ class Tuner:
         return step
 
     def _warm_start(self, settled: Settled) -> None:
-        """Starts at `settled`'s configuration, if it is within this tuner's bounds."""
-        workers, buffer_size, threads = settled.config
-        options = self.options
-        within = (
-            workers <= options.workers_limit()
-            and 1 <= buffer_size <= options.max_buffer_size
-            and threads <= options.max_read_threads
-            and workers * (buffer_size + 1) * settled.largest <= self._budget()
-        )
-        if not within:  # The bounds changed since: tune from the arguments.
+        """Starts at `settled`'s configuration, if its tuner started here with these bounds.
+
+        Another start or other bounds (a plan copied with other options) tune from the
+        arguments, as does a configuration past the memory budget.
+        """
+        workers, buffer_size, _ = settled.config
+        if (settled.start, settled.options) != (self._start, self.options):
             return
-        self.config, self._largest = settled.config, settled.largest
+        if workers * (buffer_size + 1) * settled.largest > self._budget():
+            return
+        self._largest = settled.largest
         # A direction still resting there rests as long here: refused that long ago.
         self._refused = {direction: left - RETRY for direction, left in settled.resting}
+        if settled.config == self.config:
+            return
+        self.config = settled.config
+        self._skip = workers  # Their first units arrive together: left out, as at a change.
         decision = TuningDecision(0.0, *self.config, WARM_START, settled.input_wait, settled.rate)
         self.decisions.append(decision)
 
@@ -202,7 +233,8 @@ class Tuner:
             for direction, at in self._refused.items()
             if self.measurements - at < RETRY
         )
-        self._memory.remember(Settled(config, resting, self._largest, share, rate))
+        settled = Settled(config, resting, self._largest, share, rate, self._start, self.options)
+        self._memory.remember(settled)
 
     def _budget(self) -> int:
         return self.options.ram_budget_mb * 2**20

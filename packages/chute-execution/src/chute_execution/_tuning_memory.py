@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from ._autotune_options import AutotuneOptions
+
 __all__ = ["Config", "Settled", "TuningMemory"]
 
 Config = tuple[int, int, int]
@@ -31,6 +33,9 @@ class Settled:
         largest: bytes of the largest chunk it saw (the memory bound from the start).
         input_wait: the share of that measurement the consumer waited for input.
         rate: positions per second over that measurement.
+        start: the configuration that tuner started from (its options'); a tuner that
+            starts elsewhere does not take this one.
+        options: that tuner's bounds; a tuner with others does not take this one.
     """
 
     config: Config
@@ -38,6 +43,8 @@ class Settled:
     largest: int = 0
     input_wait: float = 0.0
     rate: float = 0.0
+    start: Config | None = None
+    options: AutotuneOptions | None = None
 
 
 class TuningMemory:
@@ -47,7 +54,7 @@ class TuningMemory:
         >>> memory = TuningMemory()
         >>> memory.settled is None
         True
-        >>> memory.remember(Settled((2, 4, 0), rate=900.0))
+        >>> memory.remember(Settled((2, 4, 0), rate=900.0, start=(0, 4, 0)))
         >>> memory.settled.config
         (2, 4, 0)
     """

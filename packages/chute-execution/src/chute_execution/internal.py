@@ -19,7 +19,7 @@ Stable between chute's own packages of one release; may change between releases.
 - `CHUNK_POSITIONS`: the layout of the workers' `{"position", "offset"}` state (and of
   older versions' `{"chunk", "offset"}`), for resharding; `THROUGH`, `AT` and `SKIP`,
   the keys it adds for resharding (see `_chunk_positions`).
-- `Tuner`, `GAIN`, `RETRY`, `WAIT_SHARE`, `WARM_START`: the runtime autotuner's
+- `Tuner`, `GAIN`, `RETRY`, `WAIT_SHARE`, `WARM_START`, `FEWER`: the runtime autotuner's
   policy, for tests that feed it measurements of their own; `TuningMemory` and
   `Settled`, where a plan's last tuner settled (its next one starts there).
 
@@ -36,7 +36,7 @@ from ._leases import LEASE_MIN_BYTES
 from ._trace import STAGES_TID_OFFSET, complete_event, lay_out
 from ._transport import DEFAULT_SLAB_SIZE, SlabReader, SlabWriter
 from ._transport.slab import Slab
-from ._tuner import GAIN, RETRY, WAIT_SHARE, WARM_START, Tuner
+from ._tuner import FEWER, GAIN, RETRY, WAIT_SHARE, WARM_START, Tuner
 from ._tuning_memory import Settled, TuningMemory
 from ._worker_pool import WorkerPool, add_preload, warm_up
 
@@ -44,6 +44,7 @@ __all__ = [
     "AT",
     "CHUNK_POSITIONS",
     "DEFAULT_SLAB_SIZE",
+    "FEWER",
     "GAIN",
     "LEASE_MIN_BYTES",
     "RETRY",

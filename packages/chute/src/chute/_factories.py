@@ -196,7 +196,11 @@ class MultiprocessFactory:
         request = functools.partial(
             self.request.func, dataset, (*steps, step), *rest, **self.request.keywords
         )
-        return MultiprocessFactory(self.parent, request, self.make_stage, stage)
+        batched = MultiprocessFactory(self.parent, request, self.make_stage, stage)
+        # The same work, batched by the workers: its iterators tune from the same memory
+        # (`for batch in ds.batch(8)` in an epoch loop starts where the last epoch settled).
+        batched.plan = dataclasses.replace(batched.plan, tuning_memory=self.plan.tuning_memory)
+        return batched
 
     def __call__(self) -> CheckpointableIterator[Any]:
         recorder = RECORDER.get()
@@ -205,8 +209,9 @@ class MultiprocessFactory:
             plan = dataclasses.replace(plan, chunks=dataclasses.replace(plan.chunks, timed=True))
 
         def on_workers(workers: Any) -> None:
-            if recorder is not None:
-                recorder.add_workers(plan.chunks.names, workers, plan.options.num_workers)
+            if recorder is not None:  # The workers it runs now (a warm start's too).
+                count = getattr(workers, "num_workers", plan.options.num_workers)
+                recorder.add_workers(plan.chunks.names, workers, count)
 
         return plan.build(wrap=timed, on_workers=on_workers)  # type: ignore[no-any-return]
 
