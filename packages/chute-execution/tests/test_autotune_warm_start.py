@@ -81,6 +81,8 @@ def test_the_next_tuner_starts_where_the_last_settled_and_rests_what_it_rested()
     assert memory.settled.rate == flat and memory.settled.input_wait == 0.0
     assert (memory.settled.start, memory.settled.options) == ((0, 2, 0), first.options)
 
+    assert _tuner(clock, memory).config == (0, 2, 0)  # First still holds the memory.
+    first.finish()  # Its iterator ended.
     second = _tuner(clock, memory)
     assert second.config == (2, 2, 0)
     [decision] = second.decisions
@@ -168,6 +170,28 @@ def test_a_plans_iterators_share_its_memory_and_keep_their_elements():
     third = other.build()
     assert third.num_workers == 1 and third.tuning[:1] != (start,)
     third.close()
+
+
+def test_iterators_running_at_once_leave_the_memory_to_the_first():
+    bounds = AutotuneOptions(max_workers=2, max_buffer_size=4, interval_seconds=60)
+    plan = WorkerPlan(_slow_plan(40), MultiprocessingOptions(0, autotune=bounds))
+    plan.tuning_memory.remember(Settled((2, 3, 0), start=(0, 2, 0), options=bounds))
+    first, second = plan.build(), plan.build()
+    assert [d.reason for d in first.tuning] == [WARM_START] and first.num_workers == 2
+    assert second.tuning == () and second.num_workers == 0  # Cold: the options' start.
+    assert next(first) == 0 and next(second) == 0
+    second.close()
+    third = plan.build()  # The first still runs: the memory is still its.
+    assert third.tuning == ()
+    assert list(first) == list(range(1, 40))  # Exhausted: it lets go.
+    fourth = plan.build()
+    assert [d.reason for d in fourth.tuning] == [WARM_START] and fourth.num_workers == 2
+    del fourth  # Garbage: its hold ends with it.
+    fifth = plan.build()
+    assert fifth.num_workers == 2
+    fifth.close()
+    assert plan.build().num_workers == 2  # Closed: let go.
+    assert list(third) == list(range(40))
 
 
 def test_a_warm_start_under_an_error_budget_reads_with_its_threads_and_skips_alike():

@@ -478,8 +478,14 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, UnitStates, IterNode[Any]):
 
         They wait, parked, for the next iterator (`idle_worker_seconds`), or stop. Leases
         that ended are reported first, so that the workers leave those slabs for the
-        next iterator's workers (`SlabPool`) instead of unlinking them.
+        next iterator's workers (`SlabPool`) instead of unlinking them. The autotuner's
+        memory is left to the next iterator.
         """
+        self._park()
+        self.end_tuning()
+
+    def _park(self) -> None:
+        """Ends the workers' work for now: they park (the iterator may start others)."""
         pool = self._resources.pool
         if pool is not None and not pool.closed:
             self._end_leases(pool)

@@ -107,9 +107,15 @@ class Tuner:
         self.measurements = 0
         """How many measurements it made so far."""
         self._largest = 0  # Bytes of the largest chunk seen.
-        self._memory = memory
-        if memory is not None and memory.settled is not None:
-            self._warm_start(memory.settled)
+        # Another iterator's tuner may hold the memory: this one then starts cold.
+        self._memory = memory if memory is not None and memory.take(self) else None
+        if self._memory is not None and self._memory.settled is not None:
+            self._warm_start(self._memory.settled)
+
+    def finish(self) -> None:
+        """Its iterator ended: the memory is free for the next tuner to take."""
+        if self._memory is not None:
+            self._memory.let_go(self)
 
     def record(self, positions: int, waited: float, nbytes: int) -> Config | None:
         """One unit of `positions` reached the consumer, after `waited` s; a change or None.

@@ -106,7 +106,7 @@ class Tuning:
         began = time.perf_counter_ns()
         workers, buffer_size, threads = config
         if self._options.num_workers:
-            self.close()  # Parked: a revert, or a later iterator, takes them over.
+            self._park()  # A revert, or a later iterator, takes them over.
         if threads != self._plan.read_threads:
             self._plan = dataclasses.replace(self._plan, read_threads=threads)
             if self._trace is not None:
@@ -131,6 +131,11 @@ class Tuning:
             end = time.perf_counter_ns()
             self._trace.recorder.add([complete_event("autotune", "workers", began, end, about)])
 
+    def end_tuning(self) -> None:
+        """The iterator ended: its tuner lets go of the plan's memory (the next takes it)."""
+        if self._tuner is not None:
+            self._tuner.finish()
+
     if TYPE_CHECKING:
 
-        def close(self) -> None: ...
+        def _park(self) -> None: ...
