@@ -97,6 +97,9 @@ def _billion(index: int, count: int, holding: str | None = None) -> Any:
         return ds.filter(_kept).window_shuffle(1000, seed=5)
     if holding == "pack":  # 16 open rows of 256 tokens, 1 to 40 tokens per record.
         return ds.map(_tokens).pack(256, num_packing_bins=16)
+    if holding == "window_pack":  # The window's records shuffled, then packed.
+        shuffled = ds.filter(_kept).map(_tokens).window_shuffle(1000, seed=5)
+        return shuffled.pack(256, num_packing_bins=16)
     if holding == "files":  # 10^7 files of 100 records, 16 open, a window of 1,000.
         files = chute.MapDataset.range(10**7).shard(index, count).map(_file)
         return chute.IterDataset.interleave(files, cycle_length=16).window_shuffle(1000, seed=5)
@@ -148,21 +151,26 @@ def _holding_state(holding: str, reader: dict[str, Any]) -> dict[str, Any]:
     if holding == "files":  # The same point in files of 100 records, none open.
         files = {"cursor": 0, "next_input": reader["position"] // 100, "slots": [None] * 16}
         return {"window_start": files, "window": 0, "offset": 0}
+    if holding == "window_pack":
+        mapped = {"parent": {"parent": reader, "index": 0}, "index": 0}
+        window = {"window_start": mapped, "window": 0, "offset": 0}
+        return {"parent": window, "read": 0, "bins": []}
     return {"parent": {"parent": reader, "index": 0}, "read": 0, "bins": []}
 
 
 class StateSize:
     """The largest state after ten reshards of 10^9 records (bytes of its JSON).
 
-    Also with a window shuffle of 1,000 over a filtered stream, and with 16 open packing
-    rows, after the shard: their states list the positions they delivered past the
-    first element they hold, at most a window (or the open rows) per process. And
+    Also with a window shuffle of 1,000 over a filtered stream, with 16 open packing
+    rows, and with both ("window_pack": the window's records packed), after the shard:
+    their states list the positions they delivered past the first element they hold,
+    at most a window (or the open rows) per process. And
     ("files") 10^7 files of 100 records read 16 at a time, with a window shuffle of
     1,000: the states of the files open, and what the window yielded, by file.
     """
 
     timeout = 120
-    params = (None, "window", "pack", "files")
+    params = (None, "window", "pack", "window_pack", "files")
     param_names = ("holding",)
 
     def track_largest_state_bytes_after_ten_reshards(self, holding: str | None) -> float:

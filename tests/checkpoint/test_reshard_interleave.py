@@ -23,6 +23,7 @@ from chute_checkpoint import (
     make_document,
     reshard,
 )
+from chute_testing import ListIterator
 
 COUNTS = st.integers(1, 8)
 
@@ -162,7 +163,7 @@ def test_a_state_stays_small_after_many_reshards():
     ("stage", "op"),
     [
         (lambda ds: ds.flat_map(lambda x: [x, x]), "flat_map"),
-        (lambda ds: ds.pack(4, method="first_fit"), "pack"),
+        (lambda ds: ds.pack(4, method="concat_split"), "pack"),
     ],
 )
 def test_stages_that_split_or_pack_its_elements_are_refused_when_built(stage, op):
@@ -357,30 +358,10 @@ def test_a_billion_files_are_listed_lazily():
     assert it.get_state()["next_input"] == 3
 
 
-class _Stream:
-    """A checkpointable stream whose elements have no origin (as a format's own reader)."""
-
-    def __init__(self, items):
-        self._items, self._at = list(items), 0
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self._at == len(self._items):
-            raise StopIteration
-        self._at += 1
-        return self._items[self._at - 1]
-
-    def get_state(self):
-        return {"at": self._at}
-
-    def set_state(self, state):
-        self._at = state["at"]
-
-
 def _own_reader(number):
-    return chute.IterDataset.source(lambda: _Stream(range(number * 100, number * 100 + 3)))
+    return chute.IterDataset.source(
+        lambda: ListIterator(range(number * 100, number * 100 + 3), origins=False)
+    )
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from chute_samplers import (
 from chute_samplers._window_states import WINDOW_STATES, reads_pairs
 from chute_samplers.internal import Frontier
 from chute_sources import RangeSource
-from chute_testing import assert_resumes
+from chute_testing import ListIterator, assert_resumes
 
 
 def _files():
@@ -93,28 +93,6 @@ def test_interleave_skips_inputs_without_a_stream_and_keeps_their_numbers():
         it.input_start_state(3)
 
 
-class _NoOrigin:
-    """A checkpointable iterator whose elements have no origin."""
-
-    def __init__(self, items):
-        self._items, self._at = list(items), 0
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self._at == len(self._items):
-            raise StopIteration
-        self._at += 1
-        return self._items[self._at - 1]
-
-    def get_state(self):
-        return {"at": self._at}
-
-    def set_state(self, state):
-        self._at = state["at"]
-
-
 def test_an_interleave_leaves_out_the_elements_its_state_says_to_skip():
     it = _interleave(2)
     # Input 3 (file 3: 300..303) without its positions 0 and 2, input 5 without 4.
@@ -141,7 +119,7 @@ def test_an_interleave_refuses_skips_it_cannot_apply():
         it.set_state({**base, "skips": [[3, [0, 1]], [3, [2, 1]]]})  # Input 3 twice.
     with pytest.raises(InvalidStateError, match="past the last of the 6 inputs"):
         it.set_state({**base, "skips": [[6, [0, 1]]]})
-    no_origins = InterleaveIter([lambda: _NoOrigin([1, 2])], 1)
+    no_origins = InterleaveIter([lambda: ListIterator([1, 2], origins=False)], 1)
     no_origins.set_state({"cursor": 0, "next_input": 0, "slots": [None], "skips": [[0, [0, 1]]]})
     with pytest.raises(InvalidStateError, match="have no one-int origin"):
         next(no_origins)

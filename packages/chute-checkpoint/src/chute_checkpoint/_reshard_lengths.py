@@ -10,10 +10,10 @@ a pipeline reshards as a `chute.DataLoader` does, epoch by epoch, once `N` is kn
 `N` is read from the stages before the shard: the source's length (its description
 says it), kept by each stage that keeps positions or length (maps, filters, shuffles),
 divided into whole batches by a batch, cut by a slice, times the epochs of a finite
-repeat. A stage whose output length the description does not give (a mixture, a
-source described without its length) is refused,
-and so are a remainder dropped by the shard (its shards then repeat `N // n` elements
-each, which another count divides otherwise) and an endless input.
+repeat. Refused: a stage whose output length the description does not give (a
+mixture, a source described without its length), a remainder dropped by the shard
+(its shards then repeat `N // n` elements each, which another count divides
+otherwise), and an endless input.
 
 Example:
     >>> stages = [
@@ -131,8 +131,7 @@ def _input_length(stages: list[dict[str, Any]], at: int, repeated: int) -> int:
                 f"known, but stage {number} ({item['op']}) does not say its length in the "
                 "pipeline's description (a source says it; maps, filters and shuffles keep "
                 "it; batches, slices and finite repeats change it as they say); repeat "
-                "before the shard, or restore "
-                "with the same process count."
+                "before the shard, or restore with the same process count."
             )
     if length is None:  # No stage before the shard at all.
         raise ReshardError(f"the shard of stage {at} reads no source.")

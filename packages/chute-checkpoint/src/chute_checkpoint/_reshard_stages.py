@@ -46,8 +46,7 @@ def traits_of(stage: Mapping[str, Any]) -> StageTraits:
     """
     op = str(stage["op"])
     saved = _SAVED.get()
-    known = saved is not None and op in saved  # Documents do not carry the readings:
-    traits = with_readings(op, saved[op]) if saved is not None and known else stage_traits(op)
+    traits = saved[op] if saved is not None and op in saved else stage_traits(op)
     name = traits.stride
     if name is not None and traits.shard is None and stride_of(stage, name) is not None:
         return dataclasses.replace(traits, shard=STRIDE)
@@ -71,11 +70,15 @@ def reading_traits() -> Iterator[dict[str, StageTraits]]:
 
 
 def remember_traits(documents: list[dict[str, Any]]) -> None:
-    """Keeps the traits `documents` carry, for `traits_of` inside `reading_traits()`."""
+    """Keeps the traits `documents` carry, for `traits_of` inside `reading_traits()`.
+
+    Documents do not carry the readings: they are this release's (`with_readings`).
+    """
     saved = _SAVED.get()
     if saved is not None:
         for document in documents:
-            saved.update(saved_traits(document))
+            carried = saved_traits(document).items()
+            saved.update({op: with_readings(op, traits) for op, traits in carried})
 
 
 def shard_params(stage: Mapping[str, Any]) -> tuple[str, str]:
@@ -168,8 +171,10 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
         if numbered is None and _numbers(item, traits):
             numbered = number
         plain = streaming and unit == 1 and not grouped  # Elements are still positions.
-        if opened is not None and (traits.splits or traits.merges):
+        if opened is not None and (traits.splits or (traits.merges and not _whole(item))):
             raise ReshardError(_after_opened(stages, opened, number))
+        if opened is not None and traits.holds and held is not None:
+            raise ReshardError(_held_again(stages, opened, held, number))
         if repeated is not None and (traits.splits or traits.holds or traits.merges):
             raise ReshardError(_after_repeat(stages, repeated, number))
         if traits.repeats and streaming and (split, held, opened, repeated) != (None,) * 4:
@@ -184,8 +189,8 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
                 raise ReshardError(_files_dropped(stages, shard_at, number))
         elif traits.splits and plain and split is None:
             split = number  # Its element goes back to be read; see `_reshard_splits`.
-        elif traits.holds and plain and split is None and held is None:
-            held = number  # Its window goes back to be read; see `_reshard_windows`.
+        elif traits.holds and plain and split is None and _holds_after(stages, held, traits):
+            held = number if held is None else held  # See `_reshard_windows`.
         elif not traits.keeps_positions and not traits.records_skips:
             raise ReshardError(
                 f"stage {number} ({item['op']}) follows the shard stage and changes which "
@@ -217,6 +222,30 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
     return unit, chunk_size
 
 
+def _holds_after(stages: list[dict[str, Any]], held: int | None, traits: StageTraits) -> bool:
+    """Whether a stage that holds elements may follow the one of stage `held` (if any).
+
+    A packer may follow a window shuffle (shuffled documents packed into rows): each
+    holds its parent's state before what it holds, so the elements of both go back to
+    be read. A window of rows, or of another window, would hold elements whose
+    positions its state does not name.
+    """
+    if held is None:
+        return True
+    return traits.merges and not traits_of(stages[held]).merges
+
+
+def _whole(item: Mapping[str, Any]) -> bool:
+    """Whether the stage is a packer that puts whole elements in rows (not concat-split).
+
+    Such a packer's state names each element it read by stream and position, as a
+    window shuffle's does, so it continues over an interleave; one that cuts elements
+    between rows would need the tokens emitted of an element named the same way.
+    """
+    traits = traits_of(item)
+    return traits.holds and traits.merges and item["params"].get("method") != "concat_split"
+
+
 def _not_by_epochs(traits: StageTraits, streaming: bool) -> bool:
     """Whether a stage after a `MapDataset.repeat` of the shard does not reshard with it.
 
@@ -242,12 +271,25 @@ def _after_map_repeat(stages: list[dict[str, Any]], repeated: int, number: int) 
 
 def _after_opened(stages: list[dict[str, Any]], opened: int, number: int) -> str:
     op, interleave = stages[number]["op"], stages[opened]["op"]
+    traits = traits_of(stages[number])
+    whole = " (method='first_fit' or 'best_fit' put whole elements in rows)"
     return (
         f"stage {number} ({op}) splits or packs the elements of the {interleave} of stage "
         f"{opened}, which are not positions of the shard but elements of the streams it "
         f"opened, so an element it stopped inside cannot be named for another process "
         f"count; apply {op}(...) inside each stream (before the {interleave}), or restore "
-        "with the same process count."
+        f"with the same process count{whole if traits.holds else ''}."
+    )
+
+
+def _held_again(stages: list[dict[str, Any]], opened: int, held: int, number: int) -> str:
+    op, before = stages[number]["op"], stages[held]["op"]
+    return (
+        f"stage {number} ({op}) holds the elements of the {before} of stage {held}, over the "
+        f"{stages[opened]['op']} of stage {opened}: their order within each stream is "
+        f"shuffled, which its state cannot name by stream and position for another process "
+        f"count; use one of them over the {stages[opened]['op']}, or restore with the same "
+        "process count."
     )
 
 

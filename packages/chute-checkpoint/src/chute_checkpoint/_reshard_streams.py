@@ -15,7 +15,10 @@ A window shuffle after the interleave counts as stopped at its window's start (i
 state holds the interleave's state there), so the window goes back to be read; the
 elements it already yielded are named by their stream and position in it (the
 window's `reads`), and go, by stream, to the new owner of the stream, which leaves them
-out when it reads it (the interleave's `skips`).
+out when it reads it (the interleave's `skips`). A packer that puts whole elements in
+rows (first fit, best fit) does the same with its open rows: its state holds the
+interleave's state before the oldest element in one, and names the elements read since
+(`reads`), of which those not held were emitted.
 
 What a state keeps stays bounded: the open and pending streams (at most `cycle_length`
 times the largest process count of the run) and the positions to skip (a window per old
@@ -44,7 +47,6 @@ from chute_core import InvalidStateError
 from chute_samplers import InterleaveIter, upstream_iterators
 from chute_samplers.internal import (
     OPEN_STREAMS,
-    WINDOW_STATES,
     residue,
     shard_global,
     shard_locals,
@@ -52,7 +54,7 @@ from chute_samplers.internal import (
 
 from ._errors import ReshardError
 from ._reshard_stages import traits_of
-from ._reshard_windows import find_state
+from ._reshard_windows import find_state, holding_states
 
 __all__ = ["assign_opened", "check_window_streams", "opened_ahead", "skips_ahead"]
 
@@ -61,11 +63,6 @@ def _interleave_state(state: Any) -> dict[str, Any] | None:
     """The interleave's state inside `state`, if any."""
     found: dict[str, Any] | None = find_state(state, OPEN_STREAMS.is_state)
     return found
-
-
-def _window_state(state: Any) -> Any:
-    """The window shuffle's state inside `state`, if any."""
-    return find_state(state, lambda inner: WINDOW_STATES.inner(inner) is not None)
 
 
 def opened_ahead(
@@ -103,15 +100,13 @@ def skips_ahead(
 ) -> tuple[tuple[int, tuple[int, ...]], ...]:
     """`(global position, positions)`: the elements of streams delivered, by stream.
 
-    Those a window shuffle after the interleave yielded of its window, and those an
-    earlier reshard said to skip that were not read yet.
+    Those a window shuffle after the interleave yielded of its window, or a packer
+    emitted in rows since its oldest open row, and those an earlier reshard said to skip
+    that were not read yet.
 
     Raises:
         ReshardError: a damaged state, or a window that does not name what it yielded.
     """
-    params: Mapping[str, Any] = next(
-        (item["params"] for item in stages if traits_of(item).holds), {}
-    )
     found: dict[int, set[int]] = {}
     for shard, state in enumerate(states):
         interleave = _interleave_state(state)
@@ -119,9 +114,8 @@ def skips_ahead(
             continue
         try:
             by_input = OPEN_STREAMS.skipped(interleave)
-            window = _window_state(state)
-            if window is not None:
-                for local, yielded in WINDOW_STATES.yielded(window, params).items():
+            for layout, held, params in holding_states(state, stages):
+                for local, yielded in layout.yielded(held, params).items():
                     by_input.setdefault(local, []).extend(yielded)
         except (ValueError, InvalidStateError) as error:
             raise ReshardError(f"{where} {shard}: {error}") from None

@@ -35,7 +35,14 @@ from chute_transforms.internal import PACK_STATES, PARENT_STATES
 from ._errors import ReshardError
 from ._reshard_stages import traits_of
 
-__all__ = ["find_state", "inner_state", "merge_taken", "rebuild_state", "taken_ahead"]
+__all__ = [
+    "find_state",
+    "holding_states",
+    "inner_state",
+    "merge_taken",
+    "rebuild_state",
+    "taken_ahead",
+]
 
 _HOLDING = (PACK_STATES, WINDOW_STATES)
 """The layouts of the holding stages' states: each `inner`, `rebuild` and `taken`."""
@@ -72,9 +79,24 @@ def _holding_layout(state: Mapping[str, Any]) -> Any:
     return next((layout for layout in _HOLDING if layout.inner(state) is not None), None)
 
 
-def _held_state(state: Any) -> Mapping[str, Any] | None:
-    """The holding stage's state inside `state` (walking parents' states), if any."""
-    found: Mapping[str, Any] | None = find_state(state, lambda s: _holding_layout(s) is not None)
+def holding_states(
+    state: Any, stages: Sequence[Mapping[str, Any]]
+) -> list[tuple[Any, Mapping[str, Any], Mapping[str, Any]]]:
+    """`(layout, state, params)` of each holding stage inside `state`, outermost first.
+
+    `stages` are the pipeline's stages after the shard, whose holding stages' parameters
+    pair with the states found, last stage with outermost state.
+    """
+    params = [item["params"] for item in stages if traits_of(item).holds]
+    found: list[tuple[Any, Mapping[str, Any], Mapping[str, Any]]] = []
+    while isinstance(state, dict) and len(found) < len(params):
+        layout = _holding_layout(state)
+        if layout is not None:
+            found.append((layout, state, params[len(params) - 1 - len(found)]))
+        try:
+            state = inner_state(state)
+        except ValueError:
+            break  # Not a wrapper's state: nothing below.
     return found
 
 
@@ -102,15 +124,15 @@ def taken_ahead(
     stages: Sequence[Mapping[str, Any]],
     where: str,
 ) -> tuple[int, ...]:
-    """The global positions the shards' holding stage yielded ahead of their positions.
+    """The global positions the shards' holding stages yielded ahead of their positions.
 
     Args:
         states: the state of each shard `0..count-1`, in shard order.
         positions: each shard's reader position (the first element held, for a shard
             inside a window or with rows open).
         count: the number of shards (global position of shard `i`'s `j`: `i + count * j`).
-        stages: the pipeline's stages after the shard (the holding stage's parameters
-            are read there).
+        stages: the pipeline's stages after the shard (the holding stages' parameters
+            are read there: a window shuffle, a packer, or a packer after a window shuffle).
         where: how to name the states in errors.
 
     Raises:
@@ -118,21 +140,20 @@ def taken_ahead(
             (saved inside a window, or with rows open, by a chute that did not record
             them).
     """
-    params = next((item["params"] for item in stages if traits_of(item).holds), None)
-    if params is None:
-        return ()
     found: list[int] = []
     for shard, (state, position) in enumerate(zip(states, positions, strict=True)):
-        held = _held_state(state)
-        if held is None:
-            continue
-        try:
-            local = _holding_layout(held).taken(held, params)
-        except InvalidStateError as error:
-            raise ReshardError(f"{where} {shard}: {error}") from None
-        if local and local[0] < position:
+        local: list[int] = []
+        # Each holding stage's state is its parent's before what it holds: a packer's
+        # after a window shuffle names the window it began in, so the elements each
+        # yielded ahead of the state inside it are all emitted.
+        for layout, held, params in holding_states(state, stages):
+            try:
+                local.extend(layout.taken(held, params))
+            except InvalidStateError as error:
+                raise ReshardError(f"{where} {shard}: {error}") from None
+        if local and min(local) < position:
             raise ReshardError(
-                f"{where} {shard}: it yielded position {local[0]} ahead of the first element "
+                f"{where} {shard}: it yielded position {min(local)} ahead of the first element "
                 f"it holds ({position}); the state is damaged."
             )
         found.extend(shard + count * p for p in local)

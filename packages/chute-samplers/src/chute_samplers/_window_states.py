@@ -130,7 +130,8 @@ def reads_pairs(reads: object, owner: str, limit: int = MAX_SPAN_BITS) -> list[t
         inputs = list(by_input)
         total = sum(len(p) for p in by_input.values())
         try:
-            raw = base64.b64decode(reads[1], validate=True) if len(reads[1]) <= limit * 3 else b""
+            room = len(reads[1]) <= _b64_room(limit)
+            raw = base64.b64decode(reads[1], validate=True) if room else b""
         except (binascii.Error, ValueError):
             raw = b""
         dtype = np.uint8 if len(inputs) <= 256 else np.uint16
@@ -152,6 +153,11 @@ def reads_pairs(reads: object, owner: str, limit: int = MAX_SPAN_BITS) -> list[t
         "by input, and base64 of one index into those inputs per element, as many as they "
         f"name), got {reads!r:.200}."
     )
+
+
+def _b64_room(count: int) -> int:
+    """The most base64 characters an `order` of `count` elements takes (two bytes each)."""
+    return (count * 2 + 2) // 3 * 4
 
 
 def spans_pairs(spans: object, owner: str, limit: int = MAX_SPAN_BITS) -> dict[int, np.ndarray]:
@@ -188,17 +194,17 @@ def positions_span(positions: Sequence[int]) -> list[Any] | None:
     """Ascending `positions` written as a `span` (None: not ascending).
 
     Example:
-        >>> positions_span([3, 4, 5]), positions_span([3, 9])
-        ([3, 3], [3, 2, 'QQ=='])
+        >>> positions_span([3, 4, 5]), positions_span([3, 9]), positions_span([4, 3, 5])
+        ([3, 3], [3, 2, 'QQ=='], None)
     """
     if not positions:
         return [0, 0]
     first, count = positions[0], len(positions)
-    if positions[-1] - first + 1 == count:
-        return [first, count]
     at = np.asarray(positions, dtype=np.int64) - first
     if np.any(np.diff(at) <= 0):
         return None  # Not ascending: positions of no one shard read in order.
+    if int(at[-1]) + 1 == count:
+        return [first, count]
     bits = np.zeros(int(at[-1]) + 1, dtype=bool)
     bits[at] = True
     return [first, count, base64.b64encode(np.packbits(bits, bitorder="little").tobytes()).decode()]

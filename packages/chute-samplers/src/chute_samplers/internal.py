@@ -18,7 +18,9 @@ import-linter contract forbids `chute_samplers._x` from outside).
 - `MIX_STATES`: the layout of a mixture's state, for resharding each component.
 - `WINDOW_STATES`: the layout of a window shuffle's state, and the positions its current
   window yielded, for resharding; `window_span` and `span_positions` write and read the
-  positions of the elements a stage holds, as its state names them.
+  positions of the elements a stage holds, as its state names them; `named_origins`,
+  `named_count` and `ordered_positions` the same in an order that is not ascending (a
+  packer's after a window shuffle), or by stream (a packer's over an interleave).
 - `consecutive`: whether an array of positions is one run `p, p + 1, ...`.
 - `origin_key`: the key a record's own random generator derives from its origin.
 - `RNG_OP`: the salt of the per-record generator `record_rng` gives a random map.
@@ -45,14 +47,16 @@ from ._interleave_states import OPEN_STREAMS
 from ._mix_iter import MIX_STATES
 from ._node import consecutive
 from ._positions import READER_POSITIONS
+from ._read_order import named_count, named_origins, ordered_positions
 from ._repeat_iter import ENDED as REPEAT_ENDED
 from ._repeat_states import REPEAT_STATES
 from ._shard_globals import first_position, residue, shard_global, shard_locals
 from ._span import Span, read_span, reader_name
-from ._window_states import WINDOW_STATES, span_positions, window_span
+from ._window_states import MAX_SPAN_BITS, WINDOW_STATES, reads_pairs, span_positions, window_span
 
 __all__ = [
     "FRONTIER",
+    "MAX_SPAN_BITS",
     "MIX_STATES",
     "OPEN_STREAMS",
     "READER_POSITIONS",
@@ -67,11 +71,15 @@ __all__ = [
     "first_position",
     "is_watermark",
     "level_of",
+    "named_count",
+    "named_origins",
+    "ordered_positions",
     "origin_key",
     "read_reader_state",
     "read_span",
     "reader_name",
     "reader_state",
+    "reads_pairs",
     "residue",
     "shard_global",
     "shard_locals",

@@ -27,6 +27,8 @@ class ListIterator(Generic[T]):
 
     Args:
         items: the items.
+        origins: False: its items have no origin (`origin` is always None), as a
+            format's own reader that does not say which record an element is.
 
     Example:
         >>> it = ListIterator(["a", "b", "c"])
@@ -35,10 +37,14 @@ class ListIterator(Generic[T]):
         >>> it.set_state({"index": 2})
         >>> list(it), it.origin
         (['c'], (2,))
+        >>> unnamed = ListIterator(["a"], origins=False)
+        >>> next(unnamed), unnamed.origin
+        ('a', None)
     """
 
-    def __init__(self, items: Sequence[T]) -> None:
+    def __init__(self, items: Sequence[T], *, origins: bool = True) -> None:
         self._items = items
+        self._origins = origins
         self._index = 0
         self._last = -1  # The index of the item last returned (-1: none).
 
@@ -47,8 +53,8 @@ class ListIterator(Generic[T]):
 
     @property
     def origin(self) -> tuple[int, ...] | None:
-        """`(index,)` of the item last returned; None before the first one."""
-        return None if self._last < 0 else (self._last,)
+        """`(index,)` of the item last returned; None before the first one, or without."""
+        return None if self._last < 0 or not self._origins else (self._last,)
 
     def __iter__(self) -> Self:
         """Returns the iterator itself."""

@@ -7,6 +7,7 @@ differ only in which open row takes an element (`BinPackIter._choose`).
 from __future__ import annotations
 
 import abc
+import copy
 import dataclasses
 from collections.abc import Mapping
 from typing import Any, Self
@@ -16,7 +17,7 @@ import numpy.typing as npt
 from chute_core import CheckpointableIterator, InvalidStateError, IteratorState
 from chute_core.internal import state_dict, state_int, state_int_lists, state_parent
 from chute_samplers import IterNode
-from chute_samplers.internal import span_positions, window_span
+from chute_samplers.internal import named_count, named_origins
 
 from ._packing import (
     PackedRow,
@@ -28,6 +29,9 @@ from ._packing import (
 )
 
 __all__ = ["BinPackIter"]
+
+_NAMES = ("span", "order", "reads")
+"""The keys that name the positions of the elements read (see `named_origins`)."""
 
 Array = npt.NDArray[Any]
 
@@ -58,11 +62,13 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
     State: `{"parent": <parent state before the oldest element still in an open row>,
     "read": <elements read since>, "bins": [[offsets of the elements of each open row,
     from that element], ...]}`, and the positions of those `read` elements (`span`, as
-    a window shuffle writes it, when they have one-int origins: what resharding needs
-    to skip the ones already emitted). No tokens: restoring re-reads those `read`
-    elements (lazily, at the next `next()`) and puts them back in their rows; elements
-    already emitted are skipped. The state holds about one int per element in open
-    rows. It costs one `parent.get_state()` call per element read. Not thread-safe.
+    a window shuffle writes it, when they have one-int origins, and `order` when they
+    were not read in ascending order, after a window shuffle; `reads` over an
+    interleave: what resharding needs to skip the ones already emitted). No tokens:
+    restoring re-reads those `read` elements (lazily, at the next `next()`) and puts
+    them back in their rows; elements already emitted are skipped. The state holds
+    about one int per element in open rows. It costs one `parent.get_state()` call per
+    element read. Not thread-safe.
 
     `tokens_emitted`, `slots_emitted` and `padding_fraction` count the rows returned
     (see `PaddingCounts`).
@@ -107,8 +113,9 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
         self._count = 0  # Elements read so far (numbers the elements, from any base).
         self._exhausted = False
         self._check_full = False
-        # A restored position whose replay is pending: (parent state, read, bins, span).
-        self._restore: tuple[IteratorState, int, list[list[int]], Any] | None = None
+        # A restored position whose replay is pending: (parent state, read, bins, and
+        # the `span` and `order` that name the positions of the elements read).
+        self._restore: tuple[IteratorState, int, list[list[int]], dict[str, Any]] | None = None
         self._origin: tuple[int, ...] | None = None  # Of the row last returned.
         # The origins of the elements read from element number `_seen_base` on.
         self._seen: list[tuple[int, ...] | None] = []
@@ -245,7 +252,7 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
     def get_state(self) -> IteratorState:
         """Returns the position (see the class documentation); no tokens in it."""
         if self._restore is not None:
-            parent, read, bins, span = self._restore
+            parent, read, bins, named = self._restore
             state: IteratorState = {
                 "parent": parent,
                 "read": read,
@@ -260,9 +267,8 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
                 "read": self._count - base,
                 "bins": [[i - base for i in b.indices] for b in self._bins],
             }
-            span = window_span(self._seen[base - self._seen_base :])
-        if span is not None:
-            state["span"] = span
+            named = named_origins(self._seen[base - self._seen_base :])
+        state.update({key: copy.copy(value) for key, value in named.items()})
         return state
 
     def set_state(self, state: IteratorState, /) -> None:
@@ -275,13 +281,13 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
                 `num_packing_bins` rows of at most `max_sequences_per_bin` elements),
                 or (at the next `next()`) does not match the parent's data.
         """
-        checked = state_dict(self, state, ("parent", "read", "bins"), ("span",))
+        checked = state_dict(self, state, ("parent", "read", "bins"), _NAMES)
         read = state_int(self, checked, "read")
-        span = checked.get("span")
-        if span is not None and len(span_positions(span, repr(self), read)) != read:
+        named: dict[str, Any] = {k: checked[k] for k in _NAMES if k in checked}
+        if named and named_count(named, repr(self), read) != read:
             raise InvalidStateError(
-                f"{self!r}: state['span'] = {span!r:.80} names other than the {read} elements "
-                "read since the state's position; the state is damaged."
+                f"{self!r}: state[{sorted(named)}] names other than the {read} elements read "
+                "since the state's position; the state is damaged."
             )
         bins = state_int_lists(self, checked, "bins")
         flat = [i for b in bins for i in b]
@@ -304,7 +310,7 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
         self._parent.set_state(parent)
         self._reset()
         if read:
-            self._restore = (parent, read, bins, span)
+            self._restore = (parent, read, bins, named)
 
     def _replay(self) -> None:
         """Re-reads the elements of the pending restore and puts them back in their rows.
@@ -314,14 +320,14 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
         """
         assert self._restore is not None
         restore = self._restore
-        parent, read, bins, span = restore
+        parent, read, bins, named = restore
         self._restore = None
         try:
             self._replay_elements(read, bins)
-            if span is not None and window_span(self._seen) != span:
+            if named and named_origins(self._seen) != named:
                 raise InvalidStateError(
-                    f"{self!r}: the state's elements are at the positions {span!r:.80}, but "
-                    f"reading them again gave {window_span(self._seen)!r:.80}; the state "
+                    f"{self!r}: the state's elements are at the positions {named!r:.80}, but "
+                    f"reading them again gave {named_origins(self._seen)!r:.80}; the state "
                     "belongs to another pipeline."
                 )
         except BaseException:

@@ -5,7 +5,9 @@ Both packers keep their parent's state before the oldest element they hold
 
 - the fit packers (`FirstFitPackIter`, `BestFitPackIter`): `{"parent", "read", "bins",
   "span"}`: of the `read` elements read since, those in open rows (`bins`, by offset)
-  are held; the others were emitted (or had no tokens). `span` gives their positions.
+  are held; the others were emitted (or had no tokens). `span` gives their positions,
+  with `order` when they were read in another order (after a window shuffle), or
+  `reads` their streams and positions in them (over an interleave).
 - `ConcatSplitIter`: `{"parent", "skip", "read", "at", "drop"}`: every element read
   since is held, the first with `skip` tokens emitted already (`at`: its position);
   `drop` lists `[position, tokens]` of elements a resharded state assigned it whose
@@ -31,11 +33,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from chute_core import InvalidStateError
-from chute_samplers.internal import span_positions
+from chute_samplers.internal import MAX_SPAN_BITS, ordered_positions, reads_pairs
 
 __all__ = ["PACK_STATES", "PackStates"]
 
-_FIT = {"parent", "read", "bins", "span"}
+_FIT = {"parent", "read", "bins", "span", "order", "reads"}
 _SPLIT = {"parent", "skip", "read", "at", "drop"}
 
 
@@ -84,14 +86,9 @@ class PackStates:
                 does not name their positions.
         """
         del params
-        if self._kind(state) != "fit":
-            return []  # Concat-then-split holds every element it read since.
-        read, bins = state["read"], state["bins"]
-        if type(read) is not int or not isinstance(bins, list):
-            raise InvalidStateError(f"a packer's state is damaged: {dict(state)!r:.200}.")
-        held = {i for row in bins if isinstance(row, list) for i in row}
+        read, held = self._held(state)
         if read == len(held):
-            return []
+            return []  # Concat-then-split holds every element it read since.
         if "span" not in state:
             raise InvalidStateError(
                 f"the packer emitted rows holding {read - len(held)} of the elements read "
@@ -99,12 +96,55 @@ class PackStates:
                 "('span'): it was saved by a chute too old to reshard it, or its elements "
                 "have no one-int origins; save again when no row is open."
             )
-        positions = span_positions(state["span"], "a packer", read).tolist()
+        limit = min(read, MAX_SPAN_BITS)
+        positions = ordered_positions(state["span"], state.get("order"), "a packer", limit)
         if len(positions) != read:
             raise InvalidStateError(
                 f"a packer's state names {len(positions)} positions for {read} elements read."
             )
-        return [p for offset, p in enumerate(positions) if offset not in held]
+        return [p for offset, p in enumerate(positions.tolist()) if offset not in held]
+
+    def yielded(self, state: Mapping[str, Any], params: Mapping[str, Any]) -> dict[int, list[int]]:
+        """Of a packer over an interleave: the positions emitted, by the stream's input.
+
+        `params` are the stage's (a window shuffle's `yielded` needs them; this does not).
+
+        Raises:
+            InvalidStateError: a damaged state, or elements emitted from a state that
+                does not name their streams and positions.
+        """
+        del params
+        read, held = self._held(state)
+        if read == len(held):
+            return {}
+        if "reads" not in state:
+            raise InvalidStateError(
+                f"the packer emitted rows holding {read - len(held)} of the elements read "
+                "since its state's position over an interleave, whose streams and positions "
+                "its state does not name ('reads'): it was saved by a chute too old to "
+                "reshard it, or its streams do not number their elements; save again when "
+                "no row is open."
+            )
+        pairs = reads_pairs(state["reads"], "a packer", min(read, MAX_SPAN_BITS))
+        if len(pairs) != read:
+            raise InvalidStateError(f"a packer's state names {len(pairs)} elements, read {read}.")
+        found: dict[int, list[int]] = {}
+        for offset, (number, position) in enumerate(pairs):
+            if offset not in held:
+                found.setdefault(number, []).append(position)
+        return {number: sorted(found[number]) for number in sorted(found)}
+
+    def _held(self, state: Mapping[str, Any]) -> tuple[int, set[int]]:
+        """A fit packer's elements read since its position, and the offsets of those held.
+
+        (0, empty) for a concat-then-split packer's: it holds every element it read since.
+        """
+        if self._kind(state) != "fit":
+            return 0, set()
+        read, bins = state["read"], state["bins"]
+        if type(read) is not int or read < 0 or not isinstance(bins, list):
+            raise InvalidStateError(f"a packer's state is damaged: {dict(state)!r:.200}.")
+        return read, {i for row in bins if isinstance(row, list) for i in row}
 
     def is_split(self, state: Mapping[str, Any]) -> bool:
         """Whether `state` is a concat-then-split packer's (it emits elements in part)."""
