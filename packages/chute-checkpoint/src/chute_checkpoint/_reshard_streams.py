@@ -185,8 +185,11 @@ def check_window_streams(iterator: object, parts: Sequence[Sequence[Mapping[str,
             raise ReshardError(
                 f"stage {number} ({stages[number]['op']}) holds elements of the interleave of "
                 f"stage {opens[0]}, whose streams do not number their elements by position "
-                "(each is not a MapDataset read in order with to_iter_dataset(), or splits "
-                "or repeats inside), so what it yielded cannot be named for another process "
-                "count; read each file as a MapDataset, or restore with the same process count."
+                "(each is not a MapDataset read in order with to_iter_dataset(), nor a "
+                "source whose class says origins_are_positions as ParquetStream does, or it "
+                "splits or repeats inside), so what it yielded cannot be named for another "
+                "process count; read each file as a MapDataset or with "
+                "functools.partial(chute.ParquetStream, path), or restore with the same "
+                "process count."
             )
         todo.extend(upstream_iterators(current))

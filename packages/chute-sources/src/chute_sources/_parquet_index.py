@@ -178,6 +178,12 @@ class ParquetIndex:
             + [np.arange(len(sizes), dtype=np.int64) for sizes in self.row_group_rows]
         )
         self.num_rows = int(cumulative[-1])
+        firsts = np.cumsum([0] + [len(sizes) for sizes in self.row_group_rows])
+        self._file_groups: list[int] = firsts.tolist()  # File -> its first global row group.
+
+    def first_row(self, file: int, row_group: int) -> int:
+        """The global number of the first row of row group `row_group` of file `file`."""
+        return self._starts_list[self._file_groups[file] + row_group]
 
     def _projected_schema(self, path: str, schema: Any) -> Any:
         if self.columns is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from chute_core import InvalidStateError, IteratorState, SourceClosedError
 from chute_core.internal import check_int
@@ -27,6 +27,11 @@ class ParquetStream:
     gives them) in file, row group, row order. It decodes one row group at a time and
     converts at most `batch_rows` rows of it to Python objects at once, so its memory
     is bounded by one decoded row group, whatever the size of the files.
+
+    The `origin` of a record is `(n,)`, `n` its number in the stream from 0 (over all
+    files), as a `MapDataset` read in order numbers its elements: an interleave of such
+    streams names each record by stream and number, so a window shuffle or a packer
+    after it reshards to another number of hosts (`origins_are_positions`).
 
     The state is the position of the next record, as JSON:
     `{"file": i, "row_group": j, "row": k}` (the end is `{"file": len(files),
@@ -62,9 +67,14 @@ class ParquetStream:
         '{"file": 0, "row_group": 1, "row": 1}'
         >>> with ParquetStream(path) as resumed:
         ...     resumed.set_state(json.loads(checkpoint))
-        ...     list(resumed)
-        [{'x': 13}]
+        ...     list(resumed), resumed.origin
+        ([{'x': 13}], None)
+        >>> stream.origin  # Record 2 of the stream (row group 1, row 0).
+        (2,)
     """
+
+    origins_are_positions: ClassVar[bool] = True
+    """Its records' origins are their numbers in the stream (see the class docs)."""
 
     def __init__(
         self,
@@ -88,6 +98,7 @@ class ParquetStream:
         """Creates what is not pickled: the open file, the decoded row group, the buffer."""
         self._buffer: list[ParquetRecord] = []
         self._buffer_pos = 0
+        self._first = 0  # The number in the stream of `self._buffer[0]`.
         self._handle: Any = None
         self._handle_file = -1
         self._table: Any = None
@@ -112,6 +123,13 @@ class ParquetStream:
     def num_rows(self) -> int:
         """The number of records of the whole stream (not of what is left)."""
         return self._index.num_rows
+
+    @property
+    def origin(self) -> tuple[int, ...] | None:
+        """`(n,)`: the number of the record last returned, from 0; None before any."""
+        if not self._buffer_pos:
+            return None
+        return (self._first + self._buffer_pos - 1,)
 
     def __iter__(self) -> Self:
         """Returns the stream itself (it is an iterator)."""
@@ -138,6 +156,7 @@ class ParquetStream:
         table = self._decoded(self._file, self._row_group)
         where = f"ParquetStream: {self._index.files[self._file]}, row group {self._row_group}"
         self._buffer = table_rows(table.slice(self._row, self._batch_rows), where)
+        self._first = self._index.first_row(self._file, self._row_group) + self._row
         self._buffer_pos = 1
         return self._buffer[0]
 

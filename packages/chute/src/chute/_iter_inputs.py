@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
@@ -146,13 +147,32 @@ class _StreamsByPosition(Sequence[Factory | None]):
 def _by_position(stages: Sequence[Stage]) -> bool:
     """Whether a stream's elements have its reader's position as their origin.
 
-    A `MapDataset` read in order (`to_iter_dataset`), with only stages after it that
+    A `MapDataset` read in order (`to_iter_dataset`), or a source whose iterators say
+    so (`origins_are_positions`, as `ParquetStream`'s), with only stages after it that
     keep positions one for one (maps, filters, prefetching).
     """
     begins = [n for n, item in enumerate(stages) if stage_traits(item.op).begins_stream]
+    if not begins and stages and stages[0].op == "source":
+        begins = [0] if _positional(dict(stages[0].raw).get("make")) else []
     if len(begins) != 1 or stage_traits(stages[begins[0]].op).opens:
         return False
     return all(_keeps_origin(stage_traits(item.op)) for item in stages[begins[0] + 1 :])
+
+
+def _positional(make: object) -> bool:
+    """Whether `make` (an `IterDataset.source`'s) makes iterators whose origins are positions.
+
+    It is, or is a `functools.partial` of, a class that says so (`origins_are_positions`).
+
+    Example:
+        >>> import functools
+        >>> from chute_sources import ParquetStream
+        >>> _positional(functools.partial(ParquetStream, "data.parquet")), _positional(iter)
+        (True, False)
+    """
+    while isinstance(make, functools.partial):
+        make = make.func
+    return isinstance(make, type) and getattr(make, "origins_are_positions", False) is True
 
 
 def _keeps_origin(traits: StageTraits) -> bool:
