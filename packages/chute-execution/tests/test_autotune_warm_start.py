@@ -194,6 +194,22 @@ def test_iterators_running_at_once_leave_the_memory_to_the_first():
     assert list(third) == list(range(40))
 
 
+def test_an_iterator_read_again_after_close_neither_holds_nor_writes_the_memory():
+    bounds = AutotuneOptions(max_workers=2, max_buffer_size=4, interval_seconds=0.01)
+    plan = WorkerPlan(_slow_plan(400), MultiprocessingOptions(0, autotune=bounds))
+    plan.tuning_memory.remember(Settled((2, 3, 0), start=(0, 2, 0), options=bounds))
+    first = plan.build()
+    assert next(first) == 0 and first.num_workers == 2
+    first.close()
+    assert next(first) == 1  # It goes on, with the workers it had,
+    second = plan.build()  # but the memory is the next iterator's.
+    assert [d.reason for d in second.tuning] == [WARM_START] and second.num_workers == 2
+    kept = plan.tuning_memory.settled
+    assert list(first) == list(range(2, 400))  # Its measurements are no longer written.
+    assert plan.tuning_memory.settled is kept
+    second.close()
+
+
 def test_a_warm_start_under_an_error_budget_reads_with_its_threads_and_skips_alike():
     plan = ChunkPlan(BrokenSource(60, {3, 17, 41}), [(MapIter, (abs,), {})], 8)
     bounds = AutotuneOptions(max_workers=2, interval_seconds=60)

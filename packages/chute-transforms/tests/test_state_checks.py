@@ -154,8 +154,10 @@ def test_flat_map_drops_the_outputs_a_skip_entry_names_and_states_keep_the_rest(
         ([[1]], r"state\['skip'\] must list at most"),
         ([[1, 0]], r"state\['skip'\] must list at most"),
         ([[-1, 1]], r"state\['skip'\] must list at most"),
-        ([[1, 1], [1, 2]], r"position >= 0 and each once"),
+        ([[1, 1], [1, 2]], r"position an int >= 0 or \[input, position\], each once"),
         ([[1, True]], r"state\['skip'\] must list at most"),
+        ([[[0, 1, 2], 1]], r"state\['skip'\] must list at most"),
+        ([[[0, 1], 1], [[0, 1], 2]], r"each once"),
     ],
 )
 def test_flat_map_refuses_a_damaged_skip_list(skip, match):

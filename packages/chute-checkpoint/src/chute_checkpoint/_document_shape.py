@@ -8,13 +8,20 @@ the document, the stage and what is wrong, never a bare `TypeError` from deep in
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ._errors import CheckpointFormatError
+from ._errors import CheckpointFormatError, ReshardError
 
-__all__ = ["check_pipeline", "check_positions", "damaged_state", "integer_parameter"]
+__all__ = [
+    "check_pipeline",
+    "check_positions",
+    "damaged_state",
+    "integer_parameter",
+    "positions_in_range",
+]
 
 _DAMAGED = "the file is damaged or was not written by chute"
 
@@ -135,3 +142,24 @@ damaged or was not written by chute.
         f"{where}: the state {state!r:.200} cannot be moved to another position ({error}); "
         f"{_DAMAGED}."
     )
+
+
+@contextlib.contextmanager
+def positions_in_range() -> Iterator[None]:
+    """Turns a position beyond 64 bits (a damaged state's, scaled) into a `ReshardError`.
+
+    Example:
+        >>> import numpy as np
+        >>> try:
+        ...     with positions_in_range():
+        ...         np.array([2**70], np.int64)
+        ... except ReshardError as error:
+        ...     print(str(error)[:48])
+        a state names a position beyond what 64 bits hol
+    """
+    try:
+        yield
+    except OverflowError as error:
+        raise ReshardError(
+            f"a state names a position beyond what 64 bits hold ({error}); it is damaged."
+        ) from None

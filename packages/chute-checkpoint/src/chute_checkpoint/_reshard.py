@@ -15,11 +15,12 @@ Two kinds of pipeline continue exactly on another number of JAX processes:
   reader's state says which. Stages after the shard must keep positions (map, filter,
   batch, prefetching, `to_device`), except one stream flat map (or unbatch, or
   rebatch; in the workers too), whose element a process stopped inside goes back to be
-  read, minus its outputs delivered (`_reshard_splits`), and one window shuffle or
-  packer, whose elements held go back to be read, minus the ones it yielded
-  (`_reshard_windows`). An interleave of the shard's streams continues the streams
-  left open on their new owners (`_reshard_streams`); a stream repeat continues each
-  epoch the processes are in with a frontier of its own (`_reshard_epochs`).
+  read, minus its outputs delivered (`_reshard_splits`), and a window shuffle, a
+  packer, or both in that order, whose elements held go back to be read, minus the
+  ones they yielded (`_reshard_windows`). An interleave of the shard's streams
+  continues the streams left open on their new owners (`_reshard_streams`), under a
+  window, a packer or a split too; a stream repeat continues each epoch the processes
+  are in with a frontier of its own (`_reshard_epochs`).
   A `MapDataset.batch(b)` after the shard counts positions in batches, which cannot be
   split between processes: such states reshard only from processes in lockstep, and
   where `j * n` splits into whole batches (so `check_reshardable` refuses such a
@@ -50,6 +51,7 @@ from chute_samplers.internal import (
 )
 
 from ._describe import describe_pipeline, fingerprint
+from ._document_shape import positions_in_range
 from ._errors import ReshardError
 from ._format import MAX_PROCESS_COUNT, process_position, validate_document
 from ._reshard_budgets import budget_failures, share_failures
@@ -151,7 +153,7 @@ def reshard(documents: Sequence[Mapping[str, Any]], process_count: int) -> list[
             f"process_count must be at most {MAX_PROCESS_COUNT:,} (more processes than any JAX "
             f"cluster runs), got {process_count}."
         )
-    with reading_traits():
+    with reading_traits(), positions_in_range():
         plan = _plan(documents)
         return [_document(plan, k, process_count, k, process_count) for k in range(process_count)]
 
@@ -187,7 +189,7 @@ def reshard_for(
         [[2, 3], [4, 5], [6, 7]]
     """
     index, count = process_position(process_index, process_count)
-    with reading_traits():
+    with reading_traits(), positions_in_range():
         return _reshard_into(documents, iterator, index, count)
 
 

@@ -15,6 +15,10 @@ entry had dropped), and entries of earlier reshards it has not reached yet. Resh
 gathers them as global positions (`delivered_ahead`) and hands each to the new process
 whose shard holds it (`assign_skips`), which drops those outputs when it reads it.
 
+Over an interleave of the shard's files (`_reshard_streams`) the element is named by its
+file and its position in it (`[input, position]`): the entry goes to the file's new
+owner, whose flat map drops the outputs when the file reaches it.
+
 At most one entry per old process comes from each reshard, and an entry goes once its
 new process reads its element, so a state holds a few pairs of ints, never more with the
 data.
@@ -69,8 +73,11 @@ def _split_state(state: Any) -> tuple[dict[str, Any], Any] | None:
 
 def delivered_ahead(
     states: Sequence[Any], positions: Sequence[int], count: int, where: str, epoch: int = 0
-) -> tuple[tuple[int, int], ...]:
+) -> tuple[tuple[Any, int], ...]:
     """`(global position, outputs delivered)` of the elements the shards left in part.
+
+    Over an interleave an element is named by its stream and its position in it: the
+    global position of the stream's input and the element's, as a pair.
 
     Args:
         states: the state of each shard `0..count-1`, in shard order.
@@ -84,7 +91,7 @@ def delivered_ahead(
     Raises:
         ReshardError: a damaged flat map state.
     """
-    found: dict[int, int] = {}
+    found: dict[Any, int] = {}
     for shard, (state, position) in enumerate(zip(states, positions, strict=True)):
         inside = _split_state(state)
         if inside is None:
@@ -95,19 +102,28 @@ def delivered_ahead(
         except ValueError as error:
             raise ReshardError(f"{where} {shard}: {error}") from None
         for local, outputs in entries.items():
-            if local >= position:  # Not yet read: its owner drops what came before.
+            if isinstance(local, tuple):  # (input, position): the stream goes to its owner.
+                found[(shard_global(local[0], shard, count), local[1])] = outputs
+            elif local >= position:  # Not yet read: its owner drops what came before.
                 found[shard_global(local, shard, count, epoch)] = outputs
-    return tuple(sorted(found.items()))
+    return tuple(sorted(found.items(), key=lambda item: (isinstance(item[0], tuple), item[0])))
 
 
 def assign_skips(
-    state: Any, delivered: Sequence[tuple[int, int]], shard: int, count: int, epoch: int = 0
+    state: Any, delivered: Sequence[tuple[Any, int]], shard: int, count: int, epoch: int = 0
 ) -> Any:
     """`state` (shard `shard` of `count`'s) with the entries its shard holds, as `skip`."""
     found = _split_state(state)
     if found is not None:
         split, layout = found
-        mine = [(g, n) for g, n in delivered if residue(g, count, epoch) == shard]
+        mine = [(g, n) for g, n in delivered if not isinstance(g, tuple)]
+        mine = [(g, n) for g, n in mine if residue(g, count, epoch) == shard]
         locals_ = shard_locals(np.array([g for g, _ in mine], np.int64), shard, count, epoch)
-        layout.with_skips(split, [[int(p), n] for p, (_, n) in zip(locals_, mine, strict=True)])
+        entries: list[list[Any]] = [[int(p), n] for p, (_, n) in zip(locals_, mine, strict=True)]
+        streams = [(g, n) for g, n in delivered if isinstance(g, tuple)]
+        streams = [(g, n) for g, n in streams if residue(g[0], count, 0) == shard]
+        inputs = shard_locals(np.array([g[0] for g, _ in streams], np.int64), shard, count, 0)
+        for number, ((_, at), n) in zip(inputs.tolist(), streams, strict=True):
+            entries.append([[number, at], n])
+        layout.with_skips(split, entries)
     return state

@@ -171,7 +171,7 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
         if numbered is None and _numbers(item, traits):
             numbered = number
         plain = streaming and unit == 1 and not grouped  # Elements are still positions.
-        if opened is not None and (traits.splits or (traits.merges and not _whole(item))):
+        if opened is not None and traits.merges and not _whole(item):
             raise ReshardError(_after_opened(stages, opened, number))
         if opened is not None and traits.holds and held is not None:
             raise ReshardError(_held_again(stages, opened, held, number))
@@ -274,11 +274,11 @@ def _after_opened(stages: list[dict[str, Any]], opened: int, number: int) -> str
     traits = traits_of(stages[number])
     whole = " (method='first_fit' or 'best_fit' put whole elements in rows)"
     return (
-        f"stage {number} ({op}) splits or packs the elements of the {interleave} of stage "
-        f"{opened}, which are not positions of the shard but elements of the streams it "
-        f"opened, so an element it stopped inside cannot be named for another process "
-        f"count; apply {op}(...) inside each stream (before the {interleave}), or restore "
-        f"with the same process count{whole if traits.holds else ''}."
+        f"stage {number} ({op}) cuts the elements of the {interleave} of stage {opened} "
+        f"across its outputs, so what it holds of an element it stopped inside cannot be "
+        f"named for another process count; apply {op}(...) inside each stream (before the "
+        f"{interleave}), or restore with the same process count"
+        f"{whole if traits.holds else ''}."
     )
 
 

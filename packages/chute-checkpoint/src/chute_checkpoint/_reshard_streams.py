@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from chute_core import InvalidStateError
+from chute_core import InvalidStateError, StageTraits
 from chute_samplers import InterleaveIter, upstream_iterators
 from chute_samplers.internal import (
     OPEN_STREAMS,
@@ -155,8 +155,13 @@ def _mine(entries: Sequence[tuple[int, Any]], shard: int, count: int) -> list[tu
     return [(int(p), value) for p, (_, value) in zip(locals_, mine, strict=True)]
 
 
+def _names_elements(traits: StageTraits) -> bool:
+    """Whether a stage names the interleave's elements in its state: it holds or splits."""
+    return traits.holds or traits.splits
+
+
 def check_window_streams(iterator: object, parts: Sequence[Sequence[Mapping[str, Any]]]) -> None:
-    """Raises if a window shuffle follows an interleave of streams without positions.
+    """Raises if a window shuffle (or packer, flat map) follows streams without positions.
 
     Such streams' elements have no position in their stream as origin
     (`InterleaveIter.stream_positions` is False), so what the window yielded could not
@@ -169,7 +174,7 @@ def check_window_streams(iterator: object, parts: Sequence[Sequence[Mapping[str,
     """
     for stages in parts:
         opens = [n for n, item in enumerate(stages) if traits_of(item).opens]
-        holds = [n for n, item in enumerate(stages) if traits_of(item).holds]
+        holds = [n for n, item in enumerate(stages) if _names_elements(traits_of(item))]
         if opens and any(n > opens[0] for n in holds):
             break
     else:
@@ -182,8 +187,9 @@ def check_window_streams(iterator: object, parts: Sequence[Sequence[Mapping[str,
         seen.add(id(current))
         if isinstance(current, InterleaveIter) and current.stream_positions is False:
             number = next(n for n in holds if n > opens[0])
+            verb = "splits" if traits_of(stages[number]).splits else "holds"
             raise ReshardError(
-                f"stage {number} ({stages[number]['op']}) holds elements of the interleave of "
+                f"stage {number} ({stages[number]['op']}) {verb} elements of the interleave of "
                 f"stage {opens[0]}, whose streams do not number their elements by position "
                 "(each is not a MapDataset read in order with to_iter_dataset(), nor a "
                 "source whose class says origins_are_positions as ParquetStream does, or it "

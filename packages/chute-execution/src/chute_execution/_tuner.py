@@ -113,9 +113,14 @@ class Tuner:
             self._warm_start(self._memory.settled)
 
     def finish(self) -> None:
-        """Its iterator ended: the memory is free for the next tuner to take."""
+        """Its iterator ended: the memory is free for the next tuner to take.
+
+        It no longer writes there: an iterator read again after `close()` (or restored
+        after its end) goes on without it, as one that did not get it.
+        """
         if self._memory is not None:
             self._memory.let_go(self)
+            self._memory = None
 
     def record(self, positions: int, waited: float, nbytes: int) -> Config | None:
         """One unit of `positions` reached the consumer, after `waited` s; a change or None.

@@ -292,7 +292,7 @@ def _ints(value: object, length: int | None = None) -> bool:
     return (
         isinstance(value, list)
         and (length is None or len(value) == length)
-        and all(type(item) is int and item >= 0 for item in value)
+        and all(type(item) is int and 0 <= item <= sys.maxsize for item in value)
     )
 
 

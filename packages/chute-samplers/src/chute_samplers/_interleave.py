@@ -61,9 +61,10 @@ class InterleaveIter(IterNode[T]):
             read lazily, each item when its input is opened, and holds factories.
         cycle_length: the number of streams open at once (>= 1).
         stream_positions: whether each stream's elements have their position in it as
-            origin (a `MapDataset` read in order), as the caller knows (None: unknown);
-            a window shuffle after the interleave reshards only then
-            (`chute_checkpoint.check_reshardable` reads it).
+            origin (a `MapDataset` read in order), as the caller knows (None: unknown),
+            or a function that finds out when first asked; a window shuffle after the
+            interleave reshards only then (`chute_checkpoint.check_reshardable` reads
+            it).
 
     Example:
         >>> from chute_samplers import SequentialIter
@@ -76,11 +77,14 @@ class InterleaveIter(IterNode[T]):
     """
 
     def __init__(
-        self, inputs: Sequence[Input[T]], cycle_length: int, stream_positions: bool | None = None
+        self,
+        inputs: Sequence[Input[T]],
+        cycle_length: int,
+        stream_positions: bool | Callable[[], bool | None] | None = None,
     ) -> None:
         check_sequence(inputs, "inputs", "InterleaveIter")
         self._cycle_length = check_int(cycle_length, "cycle_length", "InterleaveIter", minimum=1)
-        self.stream_positions = stream_positions
+        self._stream_positions = stream_positions
         # A list or tuple is checked now; another sequence is read lazily (see Args).
         self._inputs = tuple(inputs) if isinstance(inputs, list | tuple) else inputs
         self._initial: dict[int, IteratorState] = {}
@@ -105,6 +109,14 @@ class InterleaveIter(IterNode[T]):
         self._frontier: Frontier | None = None  # Inputs other processes opened.
         self._skips: dict[int, set[int]] = {}  # By input: positions others delivered.
         self._last: tuple[int, CheckpointableIterator[T]] | None = None  # Slot last read.
+
+    @property
+    def stream_positions(self) -> bool | None:
+        """Whether each stream's elements have their position in it as origin (see Args)."""
+        found = self._stream_positions
+        if callable(found):
+            found = self._stream_positions = found()
+        return found
 
     @property
     def origin(self) -> tuple[int, ...] | None:

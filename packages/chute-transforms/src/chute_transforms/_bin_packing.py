@@ -17,7 +17,7 @@ import numpy.typing as npt
 from chute_core import CheckpointableIterator, InvalidStateError, IteratorState
 from chute_core.internal import state_dict, state_int, state_int_lists, state_parent
 from chute_samplers import IterNode
-from chute_samplers.internal import named_count, named_origins
+from chute_samplers.internal import MAX_SPAN_BITS, named_count, named_origins
 
 from ._packing import (
     PackedRow,
@@ -284,7 +284,8 @@ class BinPackIter(PaddingCounts, IterNode[PackedRow]):
         checked = state_dict(self, state, ("parent", "read", "bins"), _NAMES)
         read = state_int(self, checked, "read")
         named: dict[str, Any] = {k: checked[k] for k in _NAMES if k in checked}
-        if named and named_count(named, repr(self), read) != read:
+        # Bounded before any position is made: `read` comes from the state.
+        if named and named_count(named, repr(self), min(read, MAX_SPAN_BITS)) != read:
             raise InvalidStateError(
                 f"{self!r}: state[{sorted(named)}] names other than the {read} elements read "
                 "since the state's position; the state is damaged."

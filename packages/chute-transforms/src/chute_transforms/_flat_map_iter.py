@@ -2,12 +2,13 @@
 
 The state is the parent's state before the current element, the outputs of it already
 yielded (`offset`) and, inside an element, its position (`at`: the parent's origin
-`(p,)`, when it has one); in a state that resharding wrote, also `skip`: for elements this
-process will read whose first outputs another process already delivered, their
-position (the parent's origin `(p,)`) and how many outputs to drop. So a flat map after
-`.shard(i, n)` continues on another process count with every output once: the element
-a process stopped inside goes to whichever new process reads its position, which drops
-the outputs delivered before.
+`(p,)`, or `[input, p]` over an interleave, when it has one); in a state that
+resharding wrote, also `skip`: for elements this process will read whose first outputs
+another process already delivered, their position (as `at`) and how many outputs to
+drop. So a flat map after `.shard(i, n)` (or over an interleave of the shard's files)
+continues on another process count with every output once: the element a process
+stopped inside goes to whichever new process reads its position, which drops the
+outputs delivered before.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from chute_core import (
 from chute_core.internal import state_int, state_parent
 
 from ._adapters import as_flat_map_fn
+from ._element_keys import Key, element_key, key_json, skip_entries
 from ._iter_ops import _StreamOp
 from ._map_structure_ops import FlatMapMap
 from ._origins import child_origin
-from ._state import parent_position, position_counts, take_skip
+from ._state import position_counts, take_skip
 
 __all__ = ["FLAT_MAP", "FlatMapIter"]
 
@@ -72,11 +74,11 @@ class FlatMapIter(_StreamOp[U]):
         self._start = parent.get_state()
         self._outputs: list[U] = []
         self._offset = 0
-        self._skips: dict[int, int] = {}  # Position -> outputs delivered by another process.
+        self._skips: dict[Key, int] = {}  # Position -> outputs delivered by another process.
         self._dropped = 0  # Outputs of the current element dropped by its skip entry.
         # The current element's position (its parent's origin), looked up when a state
         # needs it (`_LOOK`), not for every element read.
-        self._at: int | object | None = None
+        self._at: Key | object | None = None
 
     @property
     def origin(self) -> tuple[int, ...] | None:
@@ -128,23 +130,23 @@ class FlatMapIter(_StreamOp[U]):
             state = {"parent": self._start, "index": self._index - 1, "offset": self._offset}
             at = self._current_position()
             if at is not None:  # Whose outputs these are.
-                state["at"] = at
+                state["at"] = key_json(at)
             skips = self._skips
             if self._dropped and at is not None:  # Restored, the element drops them again.
                 skips = {**skips, at: self._dropped}
         if skips:
-            state["skip"] = [[p, n] for p, n in sorted(skips.items())]
+            state["skip"] = skip_entries(skips)
         return state
 
-    def _current_position(self) -> int | None:
+    def _current_position(self) -> Key | None:
         """The current element's position, looked up once (the parent has not moved)."""
         if self._at is _LOOK:
             self._at = self._position()
         return self._at  # type: ignore[return-value]
 
-    def _position(self) -> int | None:
-        """The parent's one-int origin of the element just read (None without one)."""
-        return parent_position(self._parent)
+    def _position(self) -> Key | None:
+        """The parent's origin of the element just read (see `_element_keys`)."""
+        return element_key(self._parent)
 
     @property
     def max_fan_out(self) -> int | None:
@@ -166,7 +168,7 @@ class FlatMapIter(_StreamOp[U]):
         most = sys.maxsize if fan_out is None else fan_out - 1
         offset = state_int(self, checked, "offset", maximum=most)
         parent = state_parent(self, checked)
-        skips = position_counts(self, checked.get("skip", []), "skip", "outputs")
+        skips = position_counts(self, checked.get("skip", []), "skip", "outputs", pairs=True)
         if not offset:
             self._parent.set_state(parent)
             self._index, self._outputs, self._offset = index, [], 0
@@ -186,7 +188,7 @@ class FlatMapIter(_StreamOp[U]):
                 ) from None
             outputs = list(self._fn(element))
             at = self._position()
-            if "at" in checked and checked["at"] != at:
+            if "at" in checked and checked["at"] != (None if at is None else key_json(at)):
                 raise InvalidStateError(
                     f"{self!r}: state['at'] = {checked['at']!r} names the element the outputs "
                     f"are of, but the element there is at {at}; the state belongs to another "

@@ -142,9 +142,14 @@ class PackStates:
         if self._kind(state) != "fit":
             return 0, set()
         read, bins = state["read"], state["bins"]
-        if type(read) is not int or read < 0 or not isinstance(bins, list):
+        if (
+            type(read) is not int
+            or read < 0
+            or not isinstance(bins, list)
+            or not all(isinstance(row, list) and all(type(i) is int for i in row) for row in bins)
+        ):
             raise InvalidStateError(f"a packer's state is damaged: {dict(state)!r:.200}.")
-        return read, {i for row in bins if isinstance(row, list) for i in row}
+        return read, {i for row in bins for i in row}
 
     def is_split(self, state: Mapping[str, Any]) -> bool:
         """Whether `state` is a concat-then-split packer's (it emits elements in part)."""

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 from chute_core import InvalidStateError
+
+from ._element_keys import Key, element_key, key_from_json, key_json
 
 __all__ = [
     "MAX_SKIPS",
@@ -75,11 +77,12 @@ class ParentStates:
         """Whether `state` is a flat map's (it counts outputs of its current element)."""
         return _PARENT in state and _OFFSET in state
 
-    def delivered(self, state: Mapping[str, Any]) -> dict[int, int]:
+    def delivered(self, state: Mapping[str, Any]) -> dict[Key, int]:
         """A flat map state's outputs delivered ahead of its parent, by element position.
 
         The element it stopped inside (`at`, its outputs yielded and those skipped
-        before), and the `skip` entries it has not reached: {position: outputs}.
+        before), and the `skip` entries it has not reached: {position: outputs}, a
+        position being `(input, position)` over an interleave (see `_element_keys`).
 
         Raises:
             ValueError: a damaged entry, or outputs yielded inside an element whose
@@ -89,21 +92,26 @@ class ParentStates:
             >>> PARENT_STATES.delivered(
             ...     {"parent": {}, "index": 2, "offset": 1, "at": 7, "skip": [[7, 2], [9, 1]]})
             {7: 3, 9: 1}
+            >>> PARENT_STATES.delivered({"parent": {}, "offset": 2, "at": [1, 4]})
+            {(1, 4): 2}
         """
-        entries: dict[int, int] = {}
+        entries: dict[Key, int] = {}
         for entry in state.get(_SKIP, []):
             if not (isinstance(entry, list) and len(entry) == 2):
                 raise ValueError(f"a skip entry is [position, outputs], got {entry!r:.80}.")
-            position, outputs = entry
-            if type(position) is not int or type(outputs) is not int or outputs < 1:
-                raise ValueError(f"a skip entry is two ints, got {entry!r:.80}.")
+            position, outputs = key_from_json(entry[0]), entry[1]
+            if position is None or type(outputs) is not int or outputs < 1:
+                raise ValueError(
+                    f"a skip entry is [position, outputs] (position an int >= 0 or [input, "
+                    f"position], outputs an int >= 1), got {entry!r:.80}."
+                )
             entries[position] = outputs
         offset = state.get(_OFFSET, 0)
         if type(offset) is not int or offset < 0:
             raise ValueError(f"a flat map's offset is an int >= 0, got {offset!r:.80}.")
         if offset:
-            at = state.get(_AT)
-            if type(at) is not int:
+            at = key_from_json(state.get(_AT))
+            if at is None:
                 raise ValueError(
                     f"the flat map stopped inside an element ({offset} outputs yielded) "
                     "whose position its state does not name ('at'): it was saved by a chute "
@@ -112,7 +120,7 @@ class ParentStates:
             entries[at] = entries.get(at, 0) + offset
         return entries
 
-    def with_skips(self, state: dict[str, Any], entries: list[list[int]]) -> dict[str, Any]:
+    def with_skips(self, state: dict[str, Any], entries: list[list[Any]]) -> dict[str, Any]:
         """A rebuilt flat map state that drops `entries` ([position, outputs]) on the way."""
         state.pop(_AT, None)
         if entries:
@@ -149,10 +157,22 @@ class ParentStates:
 PARENT_STATES = ParentStates()
 
 
-def position_counts(owner: object, value: object, key: str, unit: str) -> dict[int, int]:
+@overload
+def position_counts(
+    owner: object, value: object, key: str, unit: str, pairs: Literal[False] = False
+) -> dict[int, int]: ...
+@overload
+def position_counts(
+    owner: object, value: object, key: str, unit: str, pairs: Literal[True]
+) -> dict[Key, int]: ...
+def position_counts(
+    owner: object, value: object, key: str, unit: str, pairs: bool = False
+) -> dict[int, int] | dict[Key, int]:
     """A state's `[[position, count], ...]` list as {position: count}, checked.
 
-    At most `MAX_SKIPS` pairs of ints, each position once and >= 0, each count >= 1.
+    At most `MAX_SKIPS` pairs, each position (an int >= 0, or with `pairs` also
+    `[input, position]`, over an interleave: see `_element_keys`) once, each count an
+    int >= 1.
 
     Raises:
         InvalidStateError: anything else (the message names `key` and `unit`).
@@ -160,25 +180,30 @@ def position_counts(owner: object, value: object, key: str, unit: str) -> dict[i
     Example:
         >>> position_counts("it", [[4, 2], [9, 1]], "skip", "outputs")
         {4: 2, 9: 1}
+        >>> position_counts("it", [[[3, 4], 2]], "skip", "outputs", pairs=True)
+        {(3, 4): 2}
     """
-    entries: dict[int, int] = {}
+    entries: dict[Key, int] = {}
     if isinstance(value, list) and len(value) <= MAX_SKIPS:
         for entry in value:
-            if not (
-                isinstance(entry, list)
-                and len(entry) == 2
-                and all(type(x) is int for x in entry)
-                and 0 <= entry[0] <= sys.maxsize
-                and 1 <= entry[1] <= sys.maxsize
-                and entry[0] not in entries
+            if not (isinstance(entry, list) and len(entry) == 2):
+                break
+            position, count = key_from_json(entry[0]), entry[1]
+            if (
+                position is None
+                or (isinstance(position, tuple) and not pairs)
+                or type(count) is not int
+                or not 1 <= count <= sys.maxsize
+                or position in entries
             ):
                 break
-            entries[entry[0]] = entry[1]
+            entries[position] = count
         else:
             return entries
+    kinds = "an int >= 0 or [input, position]" if pairs else "an int >= 0"
     raise InvalidStateError(
         f"{owner!r}: state[{key!r}] must list at most {MAX_SKIPS:,} [position, {unit}] pairs "
-        f"(ints, position >= 0 and each once, {unit} >= 1), got {value!r:.200}."
+        f"(position {kinds}, each once; {unit} an int >= 1), got {value!r:.200}."
     )
 
 
@@ -195,16 +220,17 @@ def parent_position(parent: object) -> int | None:
     return origin[0] if origin is not None and len(origin) == 1 else None
 
 
-def take_skip(owner: object, skips: dict[int, int], parent: object, most: int, unit: str) -> int:
+def take_skip(owner: object, skips: dict[Any, int], parent: object, most: int, unit: str) -> int:
     """Pops the `skip` entry of the element `parent` just gave: its outputs delivered elsewhere.
 
     A resharded state of a stage that splits elements (a flat map, unbatch, rebatch)
-    lists, by the element's position, how many of its first outputs another process
-    delivered; each entry is used up once its element is read.
+    lists, by the element's position (or input and position, over an interleave), how
+    many of its first outputs another process delivered; each entry is used up once its
+    element is read.
 
     Raises:
-        InvalidStateError: the parent's element has no one-int origin, or the entry
-            counts more than `most` outputs (`unit` names them); the entry is kept.
+        InvalidStateError: the parent's element has no such origin, or the entry counts
+            more than `most` outputs (`unit` names them); the entry is kept.
 
     Example:
         >>> class Parent:
@@ -213,19 +239,19 @@ def take_skip(owner: object, skips: dict[int, int], parent: object, most: int, u
         >>> take_skip("it", skips, Parent(), 3, "outputs"), skips
         (2, {9: 1})
     """
-    position = parent_position(parent)
+    position = element_key(parent)
     if position is None:
         raise InvalidStateError(
             f"{owner!r}: the state lists {unit} to skip by position, but the parent's element "
-            f"has no one-int origin ({getattr(parent, 'origin', None)}); the state belongs to "
-            "another pipeline."
+            f"has no position as origin ({getattr(parent, 'origin', None)}); the state belongs "
+            "to another pipeline."
         )
     # Not pruned by position: a window shuffle before yields positions out of order.
     dropped = skips.pop(position, 0)
     if dropped > most:
         skips[position] = dropped
         raise InvalidStateError(
-            f"{owner!r}: the state says {dropped} {unit} of position {position} were "
+            f"{owner!r}: the state says {dropped} {unit} of position {key_json(position)} were "
             f"delivered elsewhere, but it has {most}; the state belongs to another pipeline."
         )
     return dropped

@@ -24,9 +24,10 @@ from chute_core.internal import state_dict, state_int, state_parent
 from chute_samplers import IterNode
 
 from ._batch_tree import unbatch_elements
+from ._element_keys import Key, element_key, key_from_json, key_json, skip_entries
 from ._errors import BatchError
 from ._origins import child_origin
-from ._state import parent_position, position_counts, take_skip
+from ._state import position_counts, take_skip
 from ._unbatch_map import UnbatchMap
 
 __all__ = ["UNBATCH", "UnbatchIter"]
@@ -80,12 +81,12 @@ class UnbatchIter(IterNode[Any]):
         self._rows: list[Any] = []
         self._offset = 0
         self._pending = 0  # Rows to skip in the next batch read (after set_state).
-        self._pending_at: int | None = None  # The `at` a restored state names, if any.
-        self._skips: dict[int, int] = {}  # Position -> rows delivered by another process.
+        self._pending_at: Key | None = None  # The `at` a restored state names, if any.
+        self._skips: dict[Key, int] = {}  # Position -> rows delivered by another process.
         self._dropped = 0  # Rows of the current batch dropped by its skip entry.
         # The current batch's position (its parent's origin), looked up when a state
         # needs it (`_LOOK`), not for every batch read.
-        self._at: int | object | None = None
+        self._at: Key | object | None = None
 
     def __repr__(self) -> str:
         return f"UnbatchIter(masked={self._masked})"
@@ -138,7 +139,7 @@ class UnbatchIter(IterNode[Any]):
             )
         return unbatch_elements(batch[0], mask=batch[1])
 
-    def _check_at(self, at: int) -> None:
+    def _check_at(self, at: Key) -> None:
         """Raises unless the batch just re-read is at `at` (the restored state's)."""
         self._pending_at = None
         found = self._current_position()
@@ -152,10 +153,10 @@ class UnbatchIter(IterNode[Any]):
         """How many rows of the batch just read to drop (its `skip` entry's)."""
         return take_skip(self, self._skips, self._parent, count, "rows")
 
-    def _current_position(self) -> int | None:
+    def _current_position(self) -> Key | None:
         """The current batch's position, looked up once (the parent has not moved)."""
         if self._at is _LOOK:
-            self._at = parent_position(self._parent)
+            self._at = element_key(self._parent)
         return self._at  # type: ignore[return-value]
 
     def get_state(self) -> IteratorState:
@@ -165,18 +166,18 @@ class UnbatchIter(IterNode[Any]):
         if self._pending:
             state = {"parent": self._start, "offset": self._pending}
             if self._pending_at is not None:
-                state["at"] = self._pending_at
+                state["at"] = key_json(self._pending_at)
         elif self._offset < len(self._rows):
             state = {"parent": self._start, "offset": self._offset}
             at = self._current_position()
             if at is not None:
-                state["at"] = at
+                state["at"] = key_json(at)
                 if self._dropped:  # Restored, the batch drops them again.
                     skips = {**skips, at: self._dropped}
         else:
             state = {"parent": self._parent.get_state(), "offset": 0}
         if skips:
-            state["skip"] = [[p, n] for p, n in sorted(skips.items())]
+            state["skip"] = skip_entries(skips)
         return state
 
     def set_state(self, state: IteratorState, /) -> None:
@@ -187,8 +188,13 @@ class UnbatchIter(IterNode[Any]):
         """
         checked = state_dict(self, state, ("parent", "offset"), ("at", "skip"))
         offset = state_int(self, checked, "offset")
-        at = state_int(self, checked, "at") if "at" in checked else None
-        skips = position_counts(self, checked.get("skip", []), "skip", "rows")
+        at = key_from_json(checked["at"]) if "at" in checked else None
+        if "at" in checked and at is None:
+            raise InvalidStateError(
+                f"{self!r}: state['at'] must be an int >= 0 or [input, position], got "
+                f"{checked['at']!r:.80}."
+            )
+        skips = position_counts(self, checked.get("skip", []), "skip", "rows", pairs=True)
         parent = state_parent(self, checked)
         self._parent.set_state(parent)
         self._start, self._rows, self._offset, self._pending = parent, [], 0, offset

@@ -305,7 +305,7 @@ class InterleaveFactory:
         cycle_length: int,
         stage: Stage,
         before: tuple[Stage, ...] = (),
-        positions: bool | None = None,
+        positions: bool | Callable[[], bool | None] | None = None,
     ) -> None:
         # A list is kept as a tuple; a lazy sequence (streams by position) as it is.
         self.parents = tuple(parents) if isinstance(parents, list | tuple) else parents

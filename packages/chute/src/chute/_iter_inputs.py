@@ -108,8 +108,8 @@ def interleave_factory(datasets: Any, cycle_length: int) -> tuple[InterleaveFact
         first = streams[0] if len(streams) else None  # The streams are of one kind.
         if first is None or not has_stage(first.stages, _shards):
             item = Stage("interleave", (("cycle_length", repr(cycle_length)),), ())
-            # Whether a window shuffle after it can name its elements (None: no stream).
-            positions = None if first is None else _by_position(first.stages)
+            # Whether a window shuffle after it can name its elements, found when asked.
+            positions = functools.partial(_streams_by_position, streams)
             factory = InterleaveFactory(streams, cycle_length, item, listing, positions)
             return factory, [datasets]
     parts = list(datasets)  # Read once: a MapDataset of streams makes them anew.
@@ -157,6 +157,18 @@ def _by_position(stages: Sequence[Stage]) -> bool:
     if len(begins) != 1 or stage_traits(stages[begins[0]].op).opens:
         return False
     return all(_keeps_origin(stage_traits(item.op)) for item in stages[begins[0] + 1 :])
+
+
+def _streams_by_position(streams: Sequence[Factory | None]) -> bool | None:
+    """`_by_position` of the first stream (None: no stream at all).
+
+    A filter of the list may have dropped the first positions, so they are read until
+    one has a stream (each costs the list's stages, not the stream's).
+    """
+    for stream in streams:
+        if stream is not None:
+            return _by_position(stream.stages)
+    return None
 
 
 def _positional(make: object) -> bool:
