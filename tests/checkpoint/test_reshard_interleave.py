@@ -159,19 +159,6 @@ def test_a_state_stays_small_after_many_reshards():
     assert largest < 1500, largest
 
 
-@pytest.mark.parametrize(
-    ("stage", "op"),
-    [
-        (lambda ds: ds.map(lambda x: [x, x]).rebatch(3), "rebatch"),
-        (lambda ds: ds.pack(4, method="concat_split"), "pack"),
-    ],
-)
-def test_stages_that_cut_its_elements_across_outputs_are_refused_when_built(stage, op):
-    it = iter(stage(_files(0, 2)))
-    with pytest.raises(ReshardError, match=rf"\({op}\) cuts the elements of the interleave"):
-        chute.checkpoint.check_reshardable(it)
-
-
 def test_a_damaged_pending_stream_is_named():
     olds = [iter(_files(i, 2)) for i in range(2)]
     _ = [next(olds[0]), next(olds[1])]

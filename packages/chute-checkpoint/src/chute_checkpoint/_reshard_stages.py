@@ -171,8 +171,6 @@ def later_stages(stages: list[dict[str, Any]], shard_at: int) -> tuple[int, int 
         if numbered is None and _numbers(item, traits):
             numbered = number
         plain = streaming and unit == 1 and not grouped  # Elements are still positions.
-        if opened is not None and traits.merges and not _whole(item):
-            raise ReshardError(_after_opened(stages, opened, number))
         if opened is not None and traits.holds and held is not None:
             raise ReshardError(_held_again(stages, opened, held, number))
         if repeated is not None and (traits.splits or traits.holds or traits.merges):
@@ -235,17 +233,6 @@ def _holds_after(stages: list[dict[str, Any]], held: int | None, traits: StageTr
     return traits.merges and not traits_of(stages[held]).merges
 
 
-def _whole(item: Mapping[str, Any]) -> bool:
-    """Whether the stage is a packer that puts whole elements in rows (not concat-split).
-
-    Such a packer's state names each element it read by stream and position, as a
-    window shuffle's does, so it continues over an interleave; one that cuts elements
-    between rows would need the tokens emitted of an element named the same way.
-    """
-    traits = traits_of(item)
-    return traits.holds and traits.merges and item["params"].get("method") != "concat_split"
-
-
 def _not_by_epochs(traits: StageTraits, streaming: bool) -> bool:
     """Whether a stage after a `MapDataset.repeat` of the shard does not reshard with it.
 
@@ -266,19 +253,6 @@ def _after_map_repeat(stages: list[dict[str, Any]], repeated: int, number: int) 
         f"of each epoch, which resharding continues under maps, filters, flat maps, "
         f"IterDataset batches and prefetching, not under {op}; repeat before the shard, "
         "or restore with the same process count."
-    )
-
-
-def _after_opened(stages: list[dict[str, Any]], opened: int, number: int) -> str:
-    op, interleave = stages[number]["op"], stages[opened]["op"]
-    traits = traits_of(stages[number])
-    whole = " (method='first_fit' or 'best_fit' put whole elements in rows)"
-    return (
-        f"stage {number} ({op}) cuts the elements of the {interleave} of stage {opened} "
-        f"across its outputs, so what it holds of an element it stopped inside cannot be "
-        f"named for another process count; apply {op}(...) inside each stream (before the "
-        f"{interleave}), or restore with the same process count"
-        f"{whole if traits.holds else ''}."
     )
 
 

@@ -38,13 +38,13 @@ Example:
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from chute_core import InvalidStateError, StageTraits
-from chute_samplers import InterleaveIter, upstream_iterators
+from chute_samplers import InterleaveIter, MixIter, upstream_iterators
 from chute_samplers.internal import (
     OPEN_STREAMS,
     residue,
@@ -167,35 +167,75 @@ def check_window_streams(iterator: object, parts: Sequence[Sequence[Mapping[str,
     (`InterleaveIter.stream_positions` is False), so what the window yielded could not
     be named at a reshard. Read from the live iterator: its description does not say it
     (the streams are made by the same function on every process, and a process may have
-    none).
+    none). In a mixture, each component's interleave is checked against its own stages.
 
     Raises:
         ReshardError: such a window, named with the interleave.
     """
-    for stages in parts:
-        opens = [n for n, item in enumerate(stages) if traits_of(item).opens]
-        holds = [n for n, item in enumerate(stages) if _names_elements(traits_of(item))]
-        if opens and any(n > opens[0] for n in holds):
-            break
-    else:
+    found = [_naming_after_interleave(stages) for stages in parts]
+    if not any(found):
         return
-    seen, todo = set(), [iterator]
+    roots: list[tuple[int, object]] = [(0, iterator)]
+    if len(parts) > 1:
+        components = _components(iterator, len(parts))
+        if components is None:  # Not found: the whole tree, against the first such stage.
+            roots = [(next(k for k, item in enumerate(found) if item), iterator)]
+        else:
+            roots = list(enumerate(components))
+    for component, root in roots:
+        named = found[component]
+        if named is None or not _unnumbered_interleave(root):
+            continue
+        stages, (number, opened) = parts[component], named
+        whose = f"the mixture's component {component}: " if len(parts) > 1 else ""
+        verb = "splits" if traits_of(stages[number]).splits else "holds"
+        raise ReshardError(
+            f"{whose}stage {number} ({stages[number]['op']}) {verb} elements of the interleave "
+            f"of stage {opened}, whose streams do not number their elements by position "
+            "(each is not a MapDataset read in order with to_iter_dataset(), nor a source "
+            "whose class says origins_are_positions as ParquetStream does, or it splits or "
+            "repeats inside), so what it yielded cannot be named for another process count; "
+            "read each file as a MapDataset or with functools.partial(chute.ParquetStream, "
+            "path), or restore with the same process count."
+        )
+
+
+def _naming_after_interleave(stages: Sequence[Mapping[str, Any]]) -> tuple[int, int] | None:
+    """`(stage, interleave)`: the first stage after an interleave that names its elements."""
+    opens = [n for n, item in enumerate(stages) if traits_of(item).opens]
+    if not opens:
+        return None
+    after = [n for n, item in enumerate(stages) if n > opens[0]]
+    named = [n for n in after if _names_elements(traits_of(stages[n]))]
+    return (named[0], opens[0]) if named else None
+
+
+def _components(iterator: object, count: int) -> list[object] | None:
+    """The iterators of a mixture's `count` components, in order (None: not found)."""
+    mixture = _first_under(
+        iterator, lambda it: isinstance(it, MixIter) and len(upstream_iterators(it)) == count
+    )
+    return None if mixture is None else upstream_iterators(mixture)
+
+
+def _unnumbered_interleave(iterator: object) -> bool:
+    """Whether an interleave under `iterator` reads streams that do not number elements."""
+    found = _first_under(
+        iterator, lambda it: isinstance(it, InterleaveIter) and it.stream_positions is False
+    )
+    return found is not None
+
+
+def _first_under(iterator: object, wanted: Callable[[object], bool]) -> object | None:
+    """The first iterator `wanted` in `iterator`'s tree (itself and what it reads)."""
+    seen: set[int] = set()
+    todo = [iterator]
     while todo:
         current = todo.pop()
         if id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, InterleaveIter) and current.stream_positions is False:
-            number = next(n for n in holds if n > opens[0])
-            verb = "splits" if traits_of(stages[number]).splits else "holds"
-            raise ReshardError(
-                f"stage {number} ({stages[number]['op']}) {verb} elements of the interleave of "
-                f"stage {opens[0]}, whose streams do not number their elements by position "
-                "(each is not a MapDataset read in order with to_iter_dataset(), nor a "
-                "source whose class says origins_are_positions as ParquetStream does, or it "
-                "splits or repeats inside), so what it yielded cannot be named for another "
-                "process count; read each file as a MapDataset or with "
-                "functools.partial(chute.ParquetStream, path), or restore with the same "
-                "process count."
-            )
+        if wanted(current):
+            return current
         todo.extend(upstream_iterators(current))
+    return None

@@ -286,7 +286,8 @@ class WindowStates:
             raise InvalidStateError(
                 f"the window shuffle stopped inside a window ({offset} elements yielded) over "
                 "an interleave, whose elements its state does not name ('reads'): they have "
-                "no (input, position) origins."
+                "no (input, position) origins (one of the streams does not number its "
+                "records, which every stream must)."
             )
         size = _window_size(params)
         pairs = reads_pairs(state[_READS], "a window shuffle", size)

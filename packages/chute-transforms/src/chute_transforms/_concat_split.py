@@ -14,6 +14,7 @@ from chute_core import CheckpointableIterator, InvalidStateError, IteratorState
 from chute_core.internal import check_int, state_dict, state_int, state_parent
 from chute_samplers import IterNode
 
+from ._element_keys import Key, key_json, skip_entries, state_key
 from ._errors import PackingError
 from ._packing import (
     PackedRow,
@@ -40,9 +41,12 @@ class _Piece:
     dropped: int = 0  # Tokens another process emitted (a resharded state's `drop`).
 
     @property
-    def position(self) -> int | None:
-        """The element's position: its one-int origin (None without one)."""
-        return self.origin[0] if self.origin is not None and len(self.origin) == 1 else None
+    def position(self) -> Key | None:
+        """The element's position: its origin, one int or two (see `_element_keys`)."""
+        origin = self.origin
+        if origin is None or len(origin) > 2:
+            return None
+        return origin[0] if len(origin) == 1 else (origin[0], origin[1])
 
 
 class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
@@ -131,8 +135,8 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
         self._pending = 0  # Tokens held, not yet emitted.
         self._exhausted = False
         # (parent, skip, read, at, drops) of a restore whose replay is pending.
-        self._restore: tuple[IteratorState, int, int, Any, dict[int, int]] | None = None
-        self._drops: dict[int, int] = {}  # Position -> tokens another process emitted.
+        self._restore: tuple[IteratorState, int, int, Any, dict[Key, int]] | None = None
+        self._drops: dict[Key, int] = {}  # Position -> tokens another process emitted.
         self._origin: tuple[int, ...] | None = None  # Of the row last returned.
 
     @property
@@ -237,6 +241,8 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
 
     def _drop_emitted(self, piece: _Piece) -> None:
         """Marks the tokens of `piece` its `drop` entry names as emitted (used up)."""
+        if piece.position is None and all(isinstance(key, tuple) for key in self._drops):
+            return  # Entries name elements of an interleave's numbered streams; not this.
         if piece.position is None:
             raise InvalidStateError(
                 f"{self!r}: the state lists tokens to drop by position, but the element has "
@@ -247,9 +253,9 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
             return
         if tokens >= piece.size:
             raise InvalidStateError(
-                f"{self!r}: the state says {tokens} tokens of position {piece.position} were "
-                f"emitted elsewhere, but it has {piece.size}; the state belongs to another "
-                "pipeline."
+                f"{self!r}: the state says {tokens} tokens of position "
+                f"{key_json(piece.position)} were emitted elsewhere, but it has {piece.size}; "
+                "the state belongs to another pipeline."
             )
         piece.offset = piece.dropped = tokens
 
@@ -260,19 +266,19 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
             parent, skip, read, at, drops = self._restore
             state: IteratorState = {"parent": parent, "skip": skip, "read": read}
             if at is not None:
-                state["at"] = at
+                state["at"] = key_json(at)
         elif not self._pieces:
             state = {"parent": self._parent.get_state(), "skip": 0, "read": 0}
         else:
             first = self._pieces[0]
             state = {"parent": first.anchor, "skip": first.offset, "read": len(self._pieces)}
             if first.offset and first.position is not None:  # What resharding needs.
-                state["at"] = first.position
+                state["at"] = key_json(first.position)
             held = [p for p in itertools.islice(self._pieces, 1, None) if p.dropped]
             if held:  # Restored, they are read again and drop as much again.
                 drops = {**drops, **{p.position: p.dropped for p in held}}  # type: ignore[misc]
         if drops:
-            state["drop"] = [[p, n] for p, n in sorted(drops.items())]
+            state["drop"] = skip_entries(drops)
         return state
 
     def set_state(self, state: IteratorState, /) -> None:
@@ -288,10 +294,8 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
         skip, read = state_int(self, checked, "skip"), state_int(self, checked, "read")
         if skip and not read:
             raise InvalidStateError(f"{self!r}: state skips {skip} tokens of no element.")
-        at = checked.get("at")
-        if at is not None:
-            state_int(self, checked, "at")
-        drops = position_counts(self, checked.get("drop", []), "drop", "tokens")
+        at = state_key(self, checked, "at")
+        drops = position_counts(self, checked.get("drop", []), "drop", "tokens", pairs=True)
         parent = state_parent(self, checked)
         self._parent.set_state(parent)
         self._reset()
@@ -322,9 +326,9 @@ class ConcatSplitIter(PaddingCounts, IterNode[PackedRow]):
                 )
             if at is not None and at != first.position:
                 raise InvalidStateError(
-                    f"{self!r}: state['at'] = {at} names the element the skipped tokens are "
-                    f"of, but the element there is at {first.position}; the state belongs to "
-                    "another pipeline."
+                    f"{self!r}: state['at'] = {key_json(at)} names the element the skipped "
+                    f"tokens are of, but the element there is at {first.position}; the state "
+                    "belongs to another pipeline."
                 )
         except BaseException:
             self._parent.set_state(parent)

@@ -22,7 +22,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Key", "element_key", "key_from_json", "key_json", "skip_entries"]
+from chute_core import InvalidStateError
+
+__all__ = ["Key", "element_key", "key_from_json", "key_json", "skip_entries", "state_key"]
 
 Key = int | tuple[int, int]
 """An element's position, or (input, position) over an interleave."""
@@ -62,3 +64,20 @@ def skip_entries(skips: Mapping[Key, int]) -> Any:
     """`[[key, count], ...]` of `skips`, in order (positions first, then pairs)."""
     ordered = sorted(skips.items(), key=lambda item: (isinstance(item[0], tuple), item[0]))
     return [[key_json(key), count] for key, count in ordered]
+
+
+def state_key(owner: object, state: Mapping[str, Any], name: str) -> Key | None:
+    """The key `state[name]` names (None: absent).
+
+    Raises:
+        InvalidStateError: neither an int >= 0 nor `[input, position]`.
+    """
+    if name not in state:
+        return None
+    key = key_from_json(state[name])
+    if key is None:
+        raise InvalidStateError(
+            f"{owner!r}: state[{name!r}] must be an int >= 0 or [input, position], got "
+            f"{state[name]!r:.80}."
+        )
+    return key

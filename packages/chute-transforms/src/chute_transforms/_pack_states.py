@@ -35,6 +35,8 @@ from typing import Any
 from chute_core import InvalidStateError
 from chute_samplers.internal import MAX_SPAN_BITS, ordered_positions, reads_pairs
 
+from ._element_keys import key_from_json
+
 __all__ = ["PACK_STATES", "PackStates"]
 
 _FIT = {"parent", "read", "bins", "span", "order", "reads"}
@@ -122,8 +124,8 @@ class PackStates:
                 f"the packer emitted rows holding {read - len(held)} of the elements read "
                 "since its state's position over an interleave, whose streams and positions "
                 "its state does not name ('reads'): it was saved by a chute too old to "
-                "reshard it, or its streams do not number their elements; save again when "
-                "no row is open."
+                "reshard it, or one of its streams does not number its records (every "
+                "stream must); save again when no row is open."
             )
         pairs = reads_pairs(state["reads"], "a packer", min(read, MAX_SPAN_BITS))
         if len(pairs) != read:
@@ -155,33 +157,37 @@ class PackStates:
         """Whether `state` is a concat-then-split packer's (it emits elements in part)."""
         return self._kind(state) == "split"
 
-    def delivered(self, state: Mapping[str, Any]) -> dict[int, int]:
+    def delivered(self, state: Mapping[str, Any]) -> dict[Any, int]:
         """A concat-then-split state's tokens emitted of elements ahead of its parent.
 
         The element it holds first (`at`, its `skip` tokens emitted), and the `drop`
-        entries of the elements it holds or has not reached: {position: tokens}.
+        entries of the elements it holds or has not reached: {position: tokens}, a
+        position being `(input, position)` over an interleave.
 
         Raises:
             ValueError: a damaged entry, or tokens emitted of an element whose position
                 the state does not name.
         """
-        entries: dict[int, int] = {}
+        entries: dict[Any, int] = {}
         for entry in state.get("drop", []):
-            if not (
-                isinstance(entry, list) and len(entry) == 2 and all(type(x) is int for x in entry)
-            ):
+            if not (isinstance(entry, list) and len(entry) == 2 and type(entry[1]) is int):
                 raise ValueError(f"a drop entry is [position, tokens], got {entry!r:.80}.")
-            entries[entry[0]] = entry[1]
+            position = key_from_json(entry[0])
+            if position is None:
+                raise ValueError(f"a drop entry is [position, tokens], got {entry!r:.80}.")
+            entries[position] = entry[1]
         skip = state["skip"]
         if skip < 0:
             raise ValueError(f"a packer's skip is an int >= 0, got {skip!r:.80}.")
         if skip:
-            at = state.get("at")
-            if type(at) is not int:
+            at = key_from_json(state.get("at"))
+            if at is None:
                 raise ValueError(
                     f"the packer emitted {skip} tokens of an element whose position its state "
                     "does not name ('at'): it was saved by a chute too old to reshard it, or "
-                    "its elements have no one-int origins; save again at a row boundary."
+                    "its elements have no position (over an interleave, a stream that does "
+                    "not number its records, which every stream must); save again at a row "
+                    "boundary."
                 )
             entries[at] = skip
         return entries

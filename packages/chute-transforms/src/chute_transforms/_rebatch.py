@@ -16,8 +16,9 @@ from chute_core.internal import check_bool, check_int, state_dict, state_int, st
 from chute_samplers import IterNode
 
 from ._batch_slices import batch_rows, concat_batches, slice_batch
+from ._element_keys import Key, element_key, key_json, skip_entries, state_key
 from ._errors import BatchError
-from ._state import parent_position, position_counts, take_skip
+from ._state import position_counts, take_skip
 
 __all__ = ["REBATCH", "RebatchIter"]
 
@@ -71,8 +72,8 @@ class RebatchIter(IterNode[Any]):
         self._rows = 0
         self._offset = 0
         self._pending = 0  # Rows to skip in the next batch read (after set_state).
-        self._pending_at: int | None = None  # The `at` a restored state names, if any.
-        self._skips: dict[int, int] = {}  # Position -> rows another process handed out.
+        self._pending_at: Key | None = None  # The `at` a restored state names, if any.
+        self._skips: dict[Key, int] = {}  # Position -> rows another process handed out.
         self._origin: tuple[int, ...] | None = None
 
     @property
@@ -114,9 +115,9 @@ class RebatchIter(IterNode[Any]):
         self._pending, self._pending_at = 0, None
         return True
 
-    def _position(self) -> int | None:
-        """The parent's one-int origin of the batch last read (None without one)."""
-        return parent_position(self._parent)
+    def _position(self) -> Key | None:
+        """The parent's origin of the batch last read (see `_element_keys`)."""
+        return element_key(self._parent)
 
     def _skipped_rows(self) -> int:
         """The rows of the batch just read that its `skip` entry says went elsewhere."""
@@ -152,23 +153,23 @@ class RebatchIter(IterNode[Any]):
         if self._batch is None and self._pending:
             state = {"parent": self._parent.get_state(), "offset": self._pending}
             if self._pending_at is not None:
-                state["at"] = self._pending_at
+                state["at"] = key_json(self._pending_at)
         elif self._batch is None or self._offset >= self._rows:
             state = {"parent": self._parent.get_state(), "offset": 0}
         else:
             state = {"parent": self._start, "offset": self._offset}
             at = self._position()
             if at is not None:  # Whose rows these are, for resharding.
-                state["at"] = at
+                state["at"] = key_json(at)
         if self._skips:
-            state["skip"] = [[p, n] for p, n in sorted(self._skips.items())]
+            state["skip"] = skip_entries(self._skips)
         return state
 
     def set_state(self, state: IteratorState, /) -> None:
         checked = state_dict(self, state, ("parent", "offset"), ("at", "skip"))
         offset = state_int(self, checked, "offset")
-        at = state_int(self, checked, "at") if "at" in checked else None
-        skips = position_counts(self, checked.get("skip", []), "skip", "rows")
+        at = state_key(self, checked, "at")
+        skips = position_counts(self, checked.get("skip", []), "skip", "rows", pairs=True)
         self._parent.set_state(state_parent(self, checked))
         self._batch, self._rows, self._offset, self._pending = None, 0, 0, offset
         self._pending_at, self._skips = (at if offset else None), skips

@@ -78,9 +78,11 @@ class OriginRecords:
             self._records = reader_dataset(self._parent)
         if origin is None or len(origin) != 1 or self._records is None:
             raise InvalidArgumentError(
-                f"{self._op}: the element's origin {origin} is not a position of a dataset "
-                "read in order, so its record is not known (after a flat map, a mix, a "
-                "repeat of the stream or a custom iterator); use it before those stages."
+                f"{self._op}: the element's origin {origin} is not a position of a "
+                "random-access dataset read in order, so its record is not known (after a "
+                "flat map, a mix, a repeat of the stream, or over a stream source such as "
+                "ParquetStream or a custom iterator); use it before those stages, or draw "
+                'by position (key="position").'
             )
         keys, passes = record_keys(
             self._records, np.array(origin, np.int64), np.zeros(1, np.uint64)

@@ -115,7 +115,9 @@ class ParentStates:
                 raise ValueError(
                     f"the flat map stopped inside an element ({offset} outputs yielded) "
                     "whose position its state does not name ('at'): it was saved by a chute "
-                    "too old to reshard it; save again at an element boundary."
+                    "too old to reshard it, or the element has no position (over an "
+                    "interleave, a stream that does not number its records, which every "
+                    "stream must); save again at an element boundary."
                 )
             entries[at] = entries.get(at, 0) + offset
         return entries
@@ -240,6 +242,8 @@ def take_skip(owner: object, skips: dict[Any, int], parent: object, most: int, u
         (2, {9: 1})
     """
     position = element_key(parent)
+    if position is None and all(isinstance(key, tuple) for key in skips):
+        return 0  # Entries name elements of an interleave's numbered streams; not this.
     if position is None:
         raise InvalidStateError(
             f"{owner!r}: the state lists {unit} to skip by position, but the parent's element "

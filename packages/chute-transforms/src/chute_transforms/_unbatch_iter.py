@@ -24,7 +24,7 @@ from chute_core.internal import state_dict, state_int, state_parent
 from chute_samplers import IterNode
 
 from ._batch_tree import unbatch_elements
-from ._element_keys import Key, element_key, key_from_json, key_json, skip_entries
+from ._element_keys import Key, element_key, key_json, skip_entries, state_key
 from ._errors import BatchError
 from ._origins import child_origin
 from ._state import position_counts, take_skip
@@ -188,12 +188,7 @@ class UnbatchIter(IterNode[Any]):
         """
         checked = state_dict(self, state, ("parent", "offset"), ("at", "skip"))
         offset = state_int(self, checked, "offset")
-        at = key_from_json(checked["at"]) if "at" in checked else None
-        if "at" in checked and at is None:
-            raise InvalidStateError(
-                f"{self!r}: state['at'] must be an int >= 0 or [input, position], got "
-                f"{checked['at']!r:.80}."
-            )
+        at = state_key(self, checked, "at")
         skips = position_counts(self, checked.get("skip", []), "skip", "rows", pairs=True)
         parent = state_parent(self, checked)
         self._parent.set_state(parent)
