@@ -1,17 +1,17 @@
 """`MultiprocessPrefetchIter`: chunks of a plan run on worker processes, merged in order.
 
-The base positions are cut into units of work (`SpanSchedule`: the `chunk_size` grid,
-or adaptive units sized by the measured cost); unit `u` goes to worker `u %
-num_workers`, and the consumer takes results strictly in order, so the stream is the
-one a single process gives, for any number of workers and any cut (0 workers run the
-grid's chunks in this process). The state is `{"position": p, "offset": k}`: the
-next element is output `k` of the stream from base position `p` (the start of the
-current unit). It restores with any number of workers and any cut, re-running at most
-one unit; older versions' `{"chunk": c, "offset": k}` (grid chunk `c`) restore too.
+The base positions are cut into units of work (`SpanSchedule`: the `chunk_size` grid, or
+adaptive units sized by the measured cost); unit `u` goes to worker `u % num_workers`,
+and the consumer takes results strictly in order, so the stream is the one a single
+process gives, for any number of workers and any cut (0 workers run the grid's chunks in
+this process). The state is `{"position": p, "offset": k}`: the next element is output
+`k` of the stream from base position `p` (the start of the current unit). It restores
+with any number of workers and any cut, re-running at most one unit; older versions'
+`{"chunk": c, "offset": k}` (grid chunk `c`) restore too.
 
 Under an error budget (an active `ErrorLedger` when the iterator is built), the plan
-skips failing elements and reports them with each chunk; the consumer charges each
-to the budget when it reaches its place among the outputs, as a single process would.
+skips failing elements and reports them with each chunk; the consumer charges each to
+the budget when it reaches its place among the outputs, as a single process would.
 """
 
 from __future__ import annotations
@@ -63,11 +63,10 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, UnitStates, IterNode[Any]):
 
     Results come back through each worker's shared-memory slabs: array bytes are never
     pickled. Large arrays (a result with 1 MiB of them or more) reach the user as
-    writable views into the slab, which stays leased to them until the last such
-    array is garbage (the worker uses another slab meanwhile); beyond 1 GiB of leased
-    slabs (or a quarter of `/dev/shm`), and for small arrays, the consumer copies the
-    bytes out once instead. Either way, a batch stays valid and unchanged for as long
-    as it is held.
+    writable views into the slab, leased to them until the last such array is garbage
+    (the worker uses another slab meanwhile); beyond 1 GiB of leased slabs (or a
+    quarter of `/dev/shm`), and for small arrays, the consumer copies the bytes out
+    once. Either way, a batch stays valid and unchanged for as long as it is held.
 
     Example:
         >>> from chute_transforms import MapIter
@@ -473,21 +472,12 @@ class MultiprocessPrefetchIter(ChunkSkips, Tuning, UnitStates, IterNode[Any]):
         self._generation += 1
         self._next_submit = self._chunk
 
-    def close(self) -> None:
-        """Ends the workers' work (also done at exhaustion and garbage collection).
-
-        They wait, parked, for the next iterator (`idle_worker_seconds`), or stop. Leases
-        that ended are reported first, so that the workers leave those slabs for the
-        next iterator's workers (`SlabPool`) instead of unlinking them. The autotuner's
-        memory is left to the next iterator.
-        """
-        self._park()
-        self.end_tuning()
-
     def _park(self) -> None:
-        """Ends the workers' work for now: they park (the iterator may start others)."""
-        pool = self._resources.pool
-        if pool is not None and not pool.closed:
+        """Ends the workers' work for now (see `close`): they park, or stop.
+
+        Ended leases are reported first, so their slabs go to the next workers (`SlabPool`).
+        """
+        if (pool := self._resources.pool) is not None and not pool.closed:
             self._end_leases(pool)
         self._resources.release()
 

@@ -131,8 +131,13 @@ class Tuning:
             end = time.perf_counter_ns()
             self._trace.recorder.add([complete_event("autotune", "workers", began, end, about)])
 
-    def end_tuning(self) -> None:
-        """The iterator ended: its tuner lets go of the plan's memory (the next takes it)."""
+    def close(self) -> None:
+        """Ends the workers' work and tuning (also at exhaustion and garbage collection).
+
+        The workers park for the next iterator (`idle_worker_seconds`), or stop, and the
+        tuner lets go of the plan's memory (the next iterator's tuner takes it).
+        """
+        self._park()
         if self._tuner is not None:
             self._tuner.finish()
 
